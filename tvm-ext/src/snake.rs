@@ -1,0 +1,102 @@
+//! Snake activation, `x + sin(alpha * x)^2 / alpha` per channel, as in Kokoro's
+//! vocoder residual blocks (`AdaINResBlock1`).
+//!
+//! Global name: `kokoro_tvm_ext.snake(x, alpha, out)`, destination-passing style.
+//! - `x`: float32 `[B, C, L]`, any strides;
+//! - `alpha`: float32 `[1, C, 1]` (the torch parameter's shape), any strides;
+//! - `out`: float32 `[B, C, L]`, contiguous.
+use rayon::prelude::*;
+use tvm_ffi::{ensure, Function, Result, TensorView, VALUE_ERROR};
+
+use crate::tensor::{expect_shape, input, output, shape_of};
+
+/// The registered function.
+pub fn function() -> Function {
+    Function::from_typed(|x: TensorView, alpha: TensorView, out: TensorView| -> Result<()> {
+        snake(&x, &alpha, &out)
+    })
+}
+
+/// Validates the arguments and runs the kernel.
+pub fn snake(x: &TensorView, alpha: &TensorView, out: &TensorView) -> Result<()> {
+    let shape = shape_of(x, "snake: x", 3)?.to_vec();
+    let (channels, length) = (shape[1], shape[2]);
+    expect_shape(alpha, "snake: alpha", &[1, channels, 1])?;
+    expect_shape(out, "snake: out", &shape)?;
+    let xs = input::<f32>(x, "snake: x")?;
+    let alphas = input::<f32>(alpha, "snake: alpha")?;
+    ensure!(
+        alphas.iter().all(|a| *a != 0.0),
+        VALUE_ERROR,
+        "snake: alpha must be non-zero in every channel"
+    );
+    let ys = output::<f32>(out, "snake: out")?;
+    if length == 0 {
+        return Ok(());
+    }
+    let length = length as usize;
+    ys.par_chunks_mut(length)
+        .zip(xs.par_chunks(length))
+        .enumerate()
+        .for_each(|(row, (y, x))| {
+            let a = alphas[row % channels as usize];
+            let inv = 1.0 / a;
+            for (yi, xi) in y.iter_mut().zip(x) {
+                let s = (a * xi).sin();
+                *yi = xi + inv * s * s;
+            }
+        });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::testing::Owned;
+
+    fn reference(x: &[f32], alpha: &[f32], channels: usize, length: usize) -> Vec<f32> {
+        x.iter()
+            .enumerate()
+            .map(|(i, &v)| {
+                let a = alpha[(i / length) % channels] as f64;
+                let v = v as f64;
+                (v + (a * v).sin().powi(2) / a) as f32
+            })
+            .collect()
+    }
+
+    #[test]
+    fn matches_reference_on_odd_shapes() {
+        for &(b, c, l) in &[(1usize, 1usize, 1usize), (2, 3, 17), (1, 5, 1), (3, 2, 0)] {
+            let xv: Vec<f32> = (0..b * c * l).map(|i| (i as f32 * 0.37).sin() * 3.0).collect();
+            let av: Vec<f32> = (0..c).map(|i| 0.5 + i as f32 * 0.25).collect();
+            let shape = [b as i64, c as i64, l as i64];
+            let mut x = Owned::new(xv.clone(), &shape);
+            let mut a = Owned::new(av.clone(), &[1, c as i64, 1]);
+            let mut y = Owned::new(vec![0.0f32; b * c * l], &shape);
+            snake(&x.view(), &a.view(), &y.view()).unwrap();
+            let want = reference(&xv, &av, c, l);
+            for (got, want) in y.data.iter().zip(&want) {
+                assert!((got - want).abs() <= 1e-5 * want.abs().max(1.0), "{got} vs {want}");
+            }
+        }
+    }
+
+    #[test]
+    fn channel_mismatch_is_reported() {
+        let mut x = Owned::new(vec![0.0f32; 6], &[1, 2, 3]);
+        let mut a = Owned::new(vec![1.0f32; 3], &[1, 3, 1]);
+        let mut y = Owned::new(vec![0.0f32; 6], &[1, 2, 3]);
+        let err = snake(&x.view(), &a.view(), &y.view()).unwrap_err();
+        assert!(err.message().contains("snake: alpha: expected shape [1, 2, 1], got [1, 3, 1]"));
+    }
+
+    #[test]
+    fn zero_alpha_is_refused() {
+        let mut x = Owned::new(vec![0.0f32; 2], &[1, 1, 2]);
+        let mut a = Owned::new(vec![0.0f32], &[1, 1, 1]);
+        let mut y = Owned::new(vec![0.0f32; 2], &[1, 1, 2]);
+        let err = snake(&x.view(), &a.view(), &y.view()).unwrap_err();
+        assert!(err.message().contains("non-zero"));
+    }
+}

@@ -1,0 +1,260 @@
+//! The only place that knows about dtype, device, shape and stride checks.
+//!
+//! Kernels receive `TensorView`s straight from TVM (zero-copy). Inputs may be
+//! strided or offset; [`input`] returns them as a contiguous row-major slice,
+//! borrowing when the layout already is contiguous and copying otherwise.
+//! Outputs come from TVM's allocator and must be contiguous; [`output`] checks it.
+use std::borrow::Cow;
+
+use tvm_ffi::tvm_ffi_sys::dlpack::{DLDataTypeCode, DLDeviceType};
+use tvm_ffi::{bail, ensure, Result, TensorView, TYPE_ERROR, VALUE_ERROR};
+
+/// Element types the kernels accept, tied to their DLPack code and width.
+pub trait Element: Copy + Default + Send + Sync + 'static {
+    const CODE: DLDataTypeCode;
+    const NAME: &'static str;
+}
+
+impl Element for f32 {
+    const CODE: DLDataTypeCode = DLDataTypeCode::kDLFloat;
+    const NAME: &'static str = "float32";
+}
+
+impl Element for i64 {
+    const CODE: DLDataTypeCode = DLDataTypeCode::kDLInt;
+    const NAME: &'static str = "int64";
+}
+
+fn dtype_name(t: &TensorView) -> String {
+    let d = t.dtype();
+    let code = match d.code {
+        c if c == DLDataTypeCode::kDLFloat as u8 => "float",
+        c if c == DLDataTypeCode::kDLInt as u8 => "int",
+        c if c == DLDataTypeCode::kDLUInt as u8 => "uint",
+        c if c == DLDataTypeCode::kDLBfloat as u8 => "bfloat",
+        _ => "code",
+    };
+    format!("{code}{}", d.bits)
+}
+
+/// Checks that `t` is a host tensor of element type `E`.
+pub fn check_dtype<E: Element>(t: &TensorView, name: &str) -> Result<()> {
+    let dev = t.device();
+    ensure!(
+        dev.device_type == DLDeviceType::kDLCPU,
+        VALUE_ERROR,
+        "{name}: expected a CPU tensor, got device type {:?}",
+        dev.device_type
+    );
+    let d = t.dtype();
+    ensure!(
+        d.code == E::CODE as u8 && d.bits as usize == 8 * std::mem::size_of::<E>() && d.lanes == 1,
+        TYPE_ERROR,
+        "{name}: expected dtype {}, got {}",
+        E::NAME,
+        dtype_name(t)
+    );
+    Ok(())
+}
+
+/// Checks the rank of `t` and returns its shape.
+pub fn shape_of<'a>(t: &'a TensorView, name: &str, rank: usize) -> Result<&'a [i64]> {
+    let shape = t.shape();
+    ensure!(
+        shape.len() == rank,
+        VALUE_ERROR,
+        "{name}: expected rank {rank}, got rank {} with shape {:?}",
+        shape.len(),
+        shape
+    );
+    Ok(shape)
+}
+
+/// Checks that `t` has exactly `expected` as its shape.
+pub fn expect_shape(t: &TensorView, name: &str, expected: &[i64]) -> Result<()> {
+    let shape = shape_of(t, name, expected.len())?;
+    ensure!(
+        shape == expected,
+        VALUE_ERROR,
+        "{name}: expected shape {:?}, got {:?}",
+        expected,
+        shape
+    );
+    Ok(())
+}
+
+fn base_ptr<E: Element>(t: &TensorView) -> Result<*mut E> {
+    let raw = unsafe { &*t.as_raw() };
+    let offset = raw.byte_offset as usize;
+    ensure!(
+        offset % std::mem::size_of::<E>() == 0,
+        VALUE_ERROR,
+        "byte_offset {offset} is not a multiple of the element size"
+    );
+    if t.numel() > 0 && t.data_ptr().is_null() {
+        bail!(VALUE_ERROR, "tensor has elements but a null data pointer");
+    }
+    Ok(unsafe { (t.data_ptr() as *mut u8).add(offset) as *mut E })
+}
+
+/// Strides in elements, treating null strides as row-major.
+fn strides_of(t: &TensorView) -> Vec<i64> {
+    let raw = unsafe { &*t.as_raw() };
+    if t.ndim() == 0 || !raw.strides.is_null() {
+        return t.strides().to_vec();
+    }
+    let mut strides = vec![1i64; t.ndim()];
+    for i in (0..t.ndim().saturating_sub(1)).rev() {
+        strides[i] = strides[i + 1] * t.shape()[i + 1];
+    }
+    strides
+}
+
+/// An input as a row-major slice: borrowed when contiguous, else gathered.
+///
+/// The caller must not keep the slice beyond the packed call that received `t`.
+pub fn input<'a, E: Element>(t: &TensorView, name: &str) -> Result<Cow<'a, [E]>> {
+    check_dtype::<E>(t, name)?;
+    let n = t.numel();
+    if n == 0 {
+        return Ok(Cow::Owned(Vec::new()));
+    }
+    let base = base_ptr::<E>(t)?;
+    if t.is_contiguous() {
+        return Ok(Cow::Borrowed(unsafe { std::slice::from_raw_parts(base, n) }));
+    }
+    let shape = t.shape().to_vec();
+    let strides = strides_of(t);
+    let mut out = Vec::with_capacity(n);
+    let mut index = vec![0i64; shape.len()];
+    for _ in 0..n {
+        let off: i64 = index.iter().zip(&strides).map(|(i, s)| i * s).sum();
+        out.push(unsafe { *base.offset(off as isize) });
+        for d in (0..shape.len()).rev() {
+            index[d] += 1;
+            if index[d] < shape[d] {
+                break;
+            }
+            index[d] = 0;
+        }
+    }
+    Ok(Cow::Owned(out))
+}
+
+/// A destination tensor as a mutable row-major slice. It must be contiguous.
+///
+/// The caller must not keep the slice beyond the packed call that received `t`,
+/// and must not pass the same tensor twice.
+pub fn output<'a, E: Element>(t: &TensorView, name: &str) -> Result<&'a mut [E]> {
+    check_dtype::<E>(t, name)?;
+    ensure!(
+        t.is_contiguous(),
+        VALUE_ERROR,
+        "{name}: output tensors must be contiguous, got strides {:?} for shape {:?}",
+        strides_of(t),
+        t.shape()
+    );
+    let n = t.numel();
+    if n == 0 {
+        return Ok(&mut []);
+    }
+    let base = base_ptr::<E>(t)?;
+    Ok(unsafe { std::slice::from_raw_parts_mut(base, n) })
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! Build `TensorView`s over Rust-owned memory, as TVM would hand them over.
+    use tvm_ffi::tvm_ffi_sys::dlpack::{DLDataType, DLDevice, DLTensor};
+    use tvm_ffi::TensorView;
+
+    use super::Element;
+
+    /// Owns the data, shape and strides behind a `DLTensor`.
+    pub struct Owned<E: Element> {
+        pub data: Vec<E>,
+        pub shape: Vec<i64>,
+        pub strides: Vec<i64>,
+        pub byte_offset: u64,
+        dl: Box<DLTensor>,
+    }
+
+    impl<E: Element> Owned<E> {
+        pub fn new(data: Vec<E>, shape: &[i64]) -> Self {
+            let mut strides = vec![1i64; shape.len()];
+            for i in (0..shape.len().saturating_sub(1)).rev() {
+                strides[i] = strides[i + 1] * shape[i + 1];
+            }
+            Self::strided(data, shape, &strides, 0)
+        }
+
+        pub fn strided(data: Vec<E>, shape: &[i64], strides: &[i64], byte_offset: u64) -> Self {
+            let dl = Box::new(DLTensor {
+                data: std::ptr::null_mut(),
+                device: DLDevice::new(tvm_ffi::tvm_ffi_sys::dlpack::DLDeviceType::kDLCPU, 0),
+                ndim: shape.len() as i32,
+                dtype: DLDataType::new(E::CODE, (8 * std::mem::size_of::<E>()) as u8, 1),
+                shape: std::ptr::null_mut(),
+                strides: std::ptr::null_mut(),
+                byte_offset,
+            });
+            Self { data, shape: shape.to_vec(), strides: strides.to_vec(), byte_offset, dl }
+        }
+
+        pub fn view(&mut self) -> TensorView {
+            self.dl.data = self.data.as_mut_ptr() as *mut core::ffi::c_void;
+            self.dl.shape = self.shape.as_mut_ptr();
+            self.dl.strides = self.strides.as_mut_ptr();
+            self.dl.byte_offset = self.byte_offset;
+            unsafe { TensorView::from_raw(&*self.dl) }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::Owned;
+    use super::*;
+
+    #[test]
+    fn contiguous_input_is_borrowed() {
+        let mut t = Owned::new(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]);
+        let v = t.view();
+        let s = input::<f32>(&v, "x").unwrap();
+        assert!(matches!(s, Cow::Borrowed(_)));
+        assert_eq!(&*s, &[1.0, 2.0, 3.0, 4.0]);
+    }
+
+    #[test]
+    fn strided_and_offset_input_is_gathered() {
+        // A transposed 2x3 view of [[0,1,2],[3,4,5]] stored row-major, offset by one f32.
+        let mut t = Owned::strided(vec![9.0f32, 0., 1., 2., 3., 4., 5.], &[3, 2], &[1, 3], 4);
+        let v = t.view();
+        let s = input::<f32>(&v, "x").unwrap();
+        assert_eq!(&*s, &[0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
+    }
+
+    #[test]
+    fn wrong_dtype_is_a_type_error_naming_the_argument() {
+        let mut t = Owned::new(vec![1i64, 2], &[2]);
+        let err = input::<f32>(&t.view(), "weight").unwrap_err();
+        assert_eq!(err.kind(), TYPE_ERROR);
+        assert!(err.message().contains("weight: expected dtype float32, got int64"), "{}", err.message());
+    }
+
+    #[test]
+    fn strided_output_is_refused() {
+        let mut t = Owned::strided(vec![0.0f32; 6], &[3, 2], &[1, 3], 0);
+        let err = output::<f32>(&t.view(), "out").unwrap_err();
+        assert!(err.message().contains("out: output tensors must be contiguous"));
+    }
+
+    #[test]
+    fn shape_checks_name_expected_and_found() {
+        let mut t = Owned::new(vec![0.0f32; 6], &[2, 3]);
+        let err = expect_shape(&t.view(), "h0", &[3, 2]).unwrap_err();
+        assert!(err.message().contains("h0: expected shape [3, 2], got [2, 3]"));
+        let err = shape_of(&t.view(), "x", 3).unwrap_err();
+        assert!(err.message().contains("x: expected rank 3, got rank 2"));
+    }
+}
