@@ -1,0 +1,36 @@
+"""kokoro-tvm-ext: run Kokoro-82M on stock Apache TVM.
+
+Importing this package checks the pinned TVM versions, loads TVM's FFI runtime
+(`tvm_ffi`), then loads our Rust library, which registers its kernels under the
+``kokoro_tvm_ext.`` prefix in TVM's one global function registry.
+"""
+from ._versions import check_versions as _check_versions
+
+_check_versions()
+
+try:
+    # Must come first: it loads libtvm_ffi.so, the registry our library links to.
+    import tvm_ffi as _tvm_ffi  # noqa: F401
+except ImportError as err:  # pragma: no cover - exercised in a subprocess test
+    raise ImportError(
+        "kokoro_tvm_ext needs the TVM FFI runtime, but `import tvm_ffi` failed "
+        f"({err}). Install it with: pip install apache-tvm-ffi==0.1.15.post2"
+    ) from err
+
+from . import _native
+from .frontend import CONVERTERS, from_exported_program
+
+__version__: str = _native.__version__
+
+
+def registered_functions() -> list[str]:
+    """The global function names this plugin registered in TVM's registry."""
+    return list(_native.registered_functions())
+
+
+__all__ = [
+    "CONVERTERS",
+    "__version__",
+    "from_exported_program",
+    "registered_functions",
+]

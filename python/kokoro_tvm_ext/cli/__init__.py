@@ -1,0 +1,41 @@
+"""The ``kokoro-tvm`` command line. Each subcommand lives in its own module."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import demo
+
+# (name, module): each module defines HELP, add_arguments(parser) and run(args) -> int.
+COMMANDS = [
+    ("demo", demo),
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="kokoro-tvm",
+        description="Run Kokoro-82M text-to-speech on stock Apache TVM with the kokoro-tvm-ext plugin.",
+    )
+    parser.add_argument("--version", action="version", version=f"kokoro-tvm-ext {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module in COMMANDS:
+        p = sub.add_parser(name, help=module.HELP, description=module.__doc__)
+        module.add_arguments(p)
+        p.set_defaults(run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.run(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
