@@ -23,6 +23,15 @@ from .frontend import CONVERTERS, from_exported_program
 __version__: str = _native.__version__
 
 
+def __getattr__(name: str):
+    # Torch-dependent names load on first use, so the runtime needs no torch.
+    if name == "use_plugin_lstm":
+        from .torch_lstm import use_plugin_lstm
+
+        return use_plugin_lstm
+    raise AttributeError(f"module 'kokoro_tvm_ext' has no attribute {name!r}")
+
+
 def registered_functions() -> list[str]:
     """The global function names this plugin registered in TVM's registry."""
     return list(_native.registered_functions())
@@ -33,4 +42,5 @@ __all__ = [
     "__version__",
     "from_exported_program",
     "registered_functions",
+    "use_plugin_lstm",
 ]

@@ -2,20 +2,51 @@
 from __future__ import annotations
 
 from . import clamp, repeat_interleave  # noqa: F401  (each module registers its converters)
+from .lstm import lstm_converters
 from .registry import CONVERTERS, converter
 
+LSTM_IMPLS = ("plugin", "tir")
 
-def from_exported_program(exported_program, *, custom_convert_map=None, **kwargs):
+
+def decomposition_table():
+    """torch's default decompositions, minus the ops we convert whole.
+
+    ``aten.lstm.input`` would otherwise be unrolled into ~44 ops per time step.
+    """
+    import torch
+
+    table = torch.export.default_decompositions()
+    table.pop(torch.ops.aten.lstm.input, None)
+    return table
+
+
+def from_exported_program(
+    exported_program,
+    *,
+    custom_convert_map=None,
+    lstm_impl: str = "plugin",
+    run_ep_decomposition: bool = True,
+    **kwargs,
+):
     """TVM's ``from_exported_program`` with our converters added.
 
-    Entries in ``custom_convert_map`` override ours, so users can always swap
-    in their own conversion for any op. Other keyword arguments go to TVM.
+    - ``lstm_impl``: "plugin" calls the Rust kernel at run time; "tir" emits
+      PrimFuncs with a serial time loop, for builds that run without the plugin.
+    - ``run_ep_decomposition``: decompose with :func:`decomposition_table`,
+      which keeps LSTMs whole.
+    - Entries in ``custom_convert_map`` override ours. Other keyword arguments
+      go to TVM unchanged.
     """
     from tvm.relax.frontend.torch import from_exported_program as tvm_from_exported_program
 
-    convert_map = dict(CONVERTERS)
-    convert_map.update(custom_convert_map or {})
-    return tvm_from_exported_program(exported_program, custom_convert_map=convert_map, **kwargs)
+    if lstm_impl not in LSTM_IMPLS:
+        raise ValueError(f"lstm_impl must be one of {LSTM_IMPLS}, got {lstm_impl!r}")
+    if run_ep_decomposition:
+        exported_program = exported_program.run_decompositions(decomposition_table())
+    convert_map = {**CONVERTERS, **lstm_converters(lstm_impl), **(custom_convert_map or {})}
+    return tvm_from_exported_program(
+        exported_program, custom_convert_map=convert_map, run_ep_decomposition=False, **kwargs
+    )
 
 
-__all__ = ["CONVERTERS", "converter", "from_exported_program"]
+__all__ = ["CONVERTERS", "LSTM_IMPLS", "converter", "decomposition_table", "from_exported_program"]

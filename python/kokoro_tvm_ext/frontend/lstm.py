@@ -1,0 +1,130 @@
+"""LSTM → one Relax call, whatever T is.
+
+Two ops reach here:
+- ``lstm.default``: our ``kokoro_tvm_ext::lstm`` custom op (torch_lstm.py),
+  which carries per-sample lengths;
+- ``lstm.input``: upstream ``aten.lstm.input`` (kept whole by our
+  decomposition table in frontend/__init__.py).
+
+Both become a single ``R.call_dps_packed("kokoro_tvm_ext.lstm", ...)`` with
+symbolic shapes (impl="plugin"), or a loop of TIR PrimFuncs with a serial time
+loop (impl="tir", see lstm_tir.py). Either way the IR size does not depend on T.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tvm import relax
+
+from .common import tensor_dtype
+
+PLUGIN_FUNCTION = "kokoro_tvm_ext.lstm"
+
+
+@dataclass
+class LSTMCall:
+    """The arguments of one LSTM, already converted to Relax expressions."""
+
+    x: relax.Expr
+    lengths: relax.Expr | None
+    h0: relax.Expr | None
+    c0: relax.Expr | None
+    weights: list
+    num_layers: int
+    bidirectional: bool
+    batch_first: bool
+    has_biases: bool
+
+    @property
+    def directions(self) -> int:
+        return 2 if self.bidirectional else 1
+
+    @property
+    def hidden(self) -> int:
+        return int(self.weights[1].ty.shape[1])
+
+    def batch_and_time(self):
+        shape = self.x.ty.shape
+        return (shape[0], shape[1]) if self.batch_first else (shape[1], shape[0])
+
+    def out_types(self) -> list:
+        shape = self.x.ty.shape
+        B, _ = self.batch_and_time()
+        state = relax.TensorType([self.num_layers * self.directions, B, self.hidden], "float32")
+        y = relax.TensorType([shape[0], shape[1], self.directions * self.hidden], "float32")
+        return [y, state, state]
+
+
+def check(call: LSTMCall) -> None:
+    """Reject what the kernels do not support, at conversion time, with the reason."""
+    if tensor_dtype(call.x) != "float32":
+        raise TypeError(f"lstm: input must be float32, got {tensor_dtype(call.x)}")
+    if len(call.x.ty.shape) != 3:
+        raise ValueError(f"lstm: input must be 3-D, got shape {call.x.ty.shape}")
+    per_dir = 4 if call.has_biases else 2
+    want = call.num_layers * call.directions * per_dir
+    if len(call.weights) != want:
+        raise ValueError(f"lstm: expected {want} weight tensors, got {len(call.weights)}")
+    if (call.h0 is None) != (call.c0 is None):
+        raise ValueError("lstm: give both h0 and c0, or neither")
+
+
+def emit_plugin(bb: relax.BlockBuilder, call: LSTMCall) -> relax.Expr:
+    """One call_dps_packed to the Rust kernel; flags first, then tensors."""
+    check(call)
+    lengths = call.lengths
+    if lengths is not None and tensor_dtype(lengths) != "int64":
+        lengths = bb.emit(relax.op.astype(lengths, "int64"))
+    flags = [
+        call.num_layers,
+        int(call.bidirectional),
+        int(call.batch_first),
+        int(call.has_biases),
+        int(lengths is not None),
+        int(call.h0 is not None),
+    ]
+    args = [relax.prim_value(v) for v in flags] + [call.x]
+    if lengths is not None:
+        args.append(lengths)
+    if call.h0 is not None:
+        args += [call.h0, call.c0]
+    args += list(call.weights)
+    return bb.emit(relax.op.call_dps_packed(PLUGIN_FUNCTION, relax.Tuple(args), out_ty=call.out_types()))
+
+
+def emit(bb, call: LSTMCall, impl: str) -> relax.Expr:
+    if impl == "plugin":
+        return emit_plugin(bb, call)
+    if impl == "tir":
+        from .lstm_tir import emit_tir
+
+        check(call)
+        return emit_tir(bb, call)
+    raise ValueError(f"lstm: unknown impl {impl!r}; use 'plugin' or 'tir'")
+
+
+def convert_custom_lstm(node, importer, impl: str = "plugin"):
+    """``kokoro_tvm_ext::lstm(x, lengths, h0, c0, weights, L, bidir, batch_first, biases)``."""
+    x, lengths, h0, c0, weights, num_layers, bidirectional, batch_first, has_biases = importer.retrieve_args(node)
+    call = LSTMCall(x, lengths, h0, c0, list(weights), num_layers, bidirectional, batch_first, has_biases)
+    return emit(importer.block_builder, call, impl)
+
+
+def convert_aten_lstm(node, importer, impl: str = "plugin"):
+    """``aten.lstm.input(x, hx, params, has_biases, L, dropout, train, bidir, batch_first)``."""
+    args = importer.retrieve_args(node)
+    x, hx, params, has_biases, num_layers = args[:5]
+    bidirectional, batch_first = args[7], args[8]
+    h0, c0 = (hx[0], hx[1]) if hx else (None, None)
+    call = LSTMCall(x, None, h0, c0, list(params), num_layers, bidirectional, batch_first, has_biases)
+    return emit(importer.block_builder, call, impl)
+
+
+def lstm_converters(impl: str) -> dict:
+    """The converter entries for one LSTM implementation."""
+    from functools import partial
+
+    return {
+        "lstm.default": partial(convert_custom_lstm, impl=impl),
+        "lstm.input": partial(convert_aten_lstm, impl=impl),
+    }
