@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import export_and_build, run_vm  # noqa: E402
+from tvm_build import export_and_build, run_vm  # noqa: E402
 
 
 class Indices(torch.nn.Module):

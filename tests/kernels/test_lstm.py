@@ -8,7 +8,7 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 import kokoro_tvm_ext  # noqa: E402
-from conftest import build_vm, run_vm  # noqa: E402
+from tvm_build import build_vm, run_vm  # noqa: E402
 
 IMPLS = ["plugin", "tir"]
 T_DIM = torch.export.Dim("T", min=1, max=1024)

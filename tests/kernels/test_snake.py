@@ -8,7 +8,7 @@ from tvm.script import ir as I
 from tvm.script import relax as R
 from tvm.script import tirx as T
 
-from conftest import build_vm
+from tvm_build import build_vm
 
 
 def snake_reference(x: np.ndarray, alpha: np.ndarray) -> np.ndarray:

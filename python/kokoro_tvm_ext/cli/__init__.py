@@ -4,11 +4,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import demo
+from . import demo, voices
 
 # (name, module): each module defines HELP, add_arguments(parser) and run(args) -> int.
 COMMANDS = [
     ("demo", demo),
+    ("voices", voices),
 ]
 
 

@@ -1,0 +1,1 @@
+"""Relax/IRModule passes of the plugin, one file each; pipeline.py orders them."""
