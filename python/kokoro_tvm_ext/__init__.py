@@ -29,6 +29,14 @@ def __getattr__(name: str):
         from .torch_lstm import use_plugin_lstm
 
         return use_plugin_lstm
+    if name == "compile_kokoro":
+        from .compile import compile_kokoro
+
+        return compile_kokoro
+    if name == "KokoroTVM":
+        from .runtime import KokoroTVM
+
+        return KokoroTVM
     raise AttributeError(f"module 'kokoro_tvm_ext' has no attribute {name!r}")
 
 
@@ -39,6 +47,8 @@ def registered_functions() -> list[str]:
 
 __all__ = [
     "CONVERTERS",
+    "KokoroTVM",
+    "compile_kokoro",
     "__version__",
     "from_exported_program",
     "registered_functions",

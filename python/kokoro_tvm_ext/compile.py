@@ -1,0 +1,107 @@
+"""``compile_kokoro``: a ``kokoro.KModel`` → one artifact serving 1..510 tokens.
+
+Steps, each reported with its time: export the text stage (symbolic batch and
+T) and the audio stage (symbolic frame count F), import both through our
+converters, merge them into one IRModule (entries ``text_stage`` and
+``audio_stage``), compile with the plugin's CPU pipeline, and write
+``kokoro.so`` + ``meta.json`` atomically.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .runtime.artifact import LIBRARY, write_meta
+
+MAX_TOKENS = 510  # KModel's context of 512 minus the two boundary ids
+
+
+class _Progress:
+    def __init__(self, total: int, stream):
+        self.total, self.step, self.stream = total, 0, stream
+        self.start = time.perf_counter()
+
+    def __call__(self, message: str) -> None:
+        self.step += 1
+        elapsed = time.perf_counter() - self.start
+        print(f"[{self.step}/{self.total}] {message} (t={elapsed:.0f}s)", file=self.stream, flush=True)
+
+
+def default_target() -> dict:
+    """LLVM for this machine's CPU, named explicitly.
+
+    (TVM 0.27's LLVM 22 does not resolve ``mcpu=native`` for the wheel's
+    triple and silently falls back to a generic CPU without AVX-512.)
+    """
+    from tvm.target import codegen
+
+    return {"kind": "llvm", "mcpu": codegen.llvm_get_system_cpu()}
+
+
+def compile_kokoro(model, out_dir, *, target: dict | None = None, lstm_impl: str = "plugin",
+                   weights_fingerprint: str | None = None, quiet: bool = False) -> Path:
+    """Compile ``model`` (a ``kokoro.KModel``) into ``out_dir``; returns the directory.
+
+    ``lstm_impl="tir"`` builds an artifact that runs without the plugin library.
+    """
+    import torch
+    import tvm
+    from kokoro import KModel
+
+    from . import __version__, from_exported_program
+    from .kokoro.stage1 import TextStage, export_text_stage
+    from .kokoro.stage2 import AudioStage, export_audio_stage
+    from .passes.merge_modules import merge_modules
+    from .passes.pipeline import cpu_pipeline
+
+    if not isinstance(model, KModel):
+        raise TypeError(f"compile_kokoro needs a kokoro.KModel, got {type(model).__name__}")
+    out_dir = Path(out_dir)
+    target = target or default_target()
+    step = _Progress(6, open(os.devnull, "w") if quiet else sys.stderr)
+    model = model.eval()
+    started = time.perf_counter()
+    with torch.no_grad():
+        step("exporting the text stage (tokens -> durations), symbolic length")
+        audio_stage = AudioStage(model).eval()  # copies what it needs before TextStage swaps LSTMs
+        text_ep = export_text_stage(TextStage(model).eval(), MAX_TOKENS)
+        step("exporting the audio stage (frames -> waveform), symbolic frame count")
+        audio_ep = export_audio_stage(audio_stage, max_frames=None)
+    step("importing both stages into Relax")
+    mod = merge_modules({
+        "text_stage": from_exported_program(text_ep, lstm_impl=lstm_impl),
+        "audio_stage": from_exported_program(audio_ep, lstm_impl=lstm_impl),
+    })
+    step(f"compiling for {target} (the longest step)")
+    tvm_target = tvm.target.Target(target)
+    exe = tvm.compile(mod, target=tvm_target, relax_pipeline=cpu_pipeline(tvm_target))
+    step(f"writing {out_dir / LIBRARY}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
+        tmp_lib = Path(tmp) / LIBRARY
+        exe.export_library(str(tmp_lib))
+        os.replace(tmp_lib, out_dir / LIBRARY)
+    sine = model.decoder.generator.m_source.l_sin_gen
+    write_meta(out_dir, {
+        "kokoro_tvm_ext": __version__,
+        "tvm": tvm.__version__,
+        "target": target,
+        "lstm_impl": lstm_impl,
+        "max_tokens": MAX_TOKENS,
+        "n_token": int(model.bert.config.vocab_size),
+        "sample_rate": 24000,
+        "samples_per_frame": 2 * int(sine.upsample_scale),
+        "harmonics": int(sine.dim),
+        "weights_fingerprint": weights_fingerprint,
+        "compile_seconds": round(time.perf_counter() - started, 1),
+    })
+    step(f"done: {out_dir}")
+    return out_dir
+
+
+def remove_artifact(out_dir) -> None:
+    shutil.rmtree(out_dir, ignore_errors=True)

@@ -1,0 +1,73 @@
+"""The PyTorch reference: hexgrad's own ``KModel.forward_with_tokens``, fed our noise.
+
+``SineGen`` draws its random initial phases with ``torch.rand`` and its noise
+with ``torch.randn_like``. To give PyTorch exactly the noise the compiled
+artifact gets (``decoder.make_noise``, numpy, seeded), ``InjectedNoise`` is a
+``TorchFunctionMode``: while it is active those two calls return our arrays
+instead of drawing. The model's code runs unmodified.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch.overrides import TorchFunctionMode
+
+from .decoder import make_noise
+
+
+class InjectedNoise(TorchFunctionMode):
+    """Serve SineGen's ``rand`` / ``randn_like`` from given arrays.
+
+    ``phase_noise`` [B, H] answers ``torch.rand(B, H)``; ``sine_noise``
+    [B, H, F, S] answers ``randn_like`` of SineGen's [B, F·S, H] tensor (a
+    transposed view, filled in memory order). Other ``randn_like`` calls
+    (the source module's unused noise branch) get zeros.
+    """
+
+    def __init__(self, phase_noise: np.ndarray, sine_noise: np.ndarray):
+        super().__init__()
+        self.phase = torch.from_numpy(np.ascontiguousarray(phase_noise))
+        b, h, f, s = sine_noise.shape
+        self.sine = torch.from_numpy(np.ascontiguousarray(sine_noise)).reshape(b, h, f * s).transpose(1, 2)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.rand:
+            return self.phase.clone().to(kwargs.get("dtype") or torch.float32)
+        if func is torch.randn_like:
+            like = args[0]
+            if tuple(like.shape) == tuple(self.sine.shape):
+                return self.sine.to(like.dtype).clone()
+            return torch.zeros_like(like)
+        return func(*args, **kwargs)
+
+
+def reference(model, tokens, style, speed: float = 1.0, noise_seed: int | None = 0, zero_noise: bool = False):
+    """PyTorch KModel on ``tokens`` (int64 ids, no padding ids) with our seeded noise.
+
+    Returns ``(audio float32 [N], durations int64 [T])`` — T counts the two
+    boundary ids (0) that KModel adds around the tokens, as ``KokoroTVM`` does.
+    """
+    ids = torch.as_tensor(np.asarray(tokens, dtype=np.int64)).reshape(1, -1)
+    ids = torch.nn.functional.pad(ids, (1, 1))  # KModel's [0, *ids, 0]
+    ref_s = torch.as_tensor(np.asarray(style, dtype=np.float32)).reshape(1, -1)
+    with torch.no_grad():
+        # The frame count is only known after the durations; run the text half first.
+        _, durations = _durations(model, ids, ref_s, speed)
+        frames = int(durations.sum())
+        noise = make_noise(frames, noise_seed, decoder=model.decoder, zero_noise=zero_noise)
+        with InjectedNoise(noise["phase_noise"], noise["sine_noise"]):
+            audio, pred_dur = model.forward_with_tokens(ids, ref_s, speed)
+    return audio.numpy().astype(np.float32).reshape(-1), pred_dur.numpy().astype(np.int64).reshape(-1)
+
+
+def _durations(model, ids, ref_s, speed):
+    """The duration half of forward_with_tokens (hexgrad's modules, our sequencing)."""
+    lengths = torch.full((1,), ids.shape[-1], dtype=torch.long)
+    pad_mask = torch.arange(ids.shape[-1]).unsqueeze(0) + 1 > lengths.unsqueeze(1)
+    bert_dur = model.bert(ids, attention_mask=(~pad_mask).int())
+    d_en = model.bert_encoder(bert_dur).transpose(-1, -2)
+    d = model.predictor.text_encoder(d_en, ref_s[:, 128:], lengths, pad_mask)
+    x, _ = model.predictor.lstm(d)
+    duration = torch.sigmoid(model.predictor.duration_proj(x)).sum(dim=-1) / speed
+    return d, torch.round(duration).clamp(min=1).long().reshape(-1)

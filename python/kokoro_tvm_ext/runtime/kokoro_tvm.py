@@ -1,0 +1,116 @@
+"""``KokoroTVM``: synthesize speech from a compiled artifact. Needs numpy and TVM only."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .artifact import LIBRARY, read_meta
+from .noise import make_noise
+
+
+class KokoroTVM:
+    """A loaded artifact. ``synthesize`` turns token ids and a style into 24 kHz audio.
+
+    The text stage runs batched (padded, with per-item lengths, so each item
+    equals its solo run); alignment by durations happens here on the host (an
+    exact gather); the audio stage runs once per item, since items differ in
+    frame count.
+    """
+
+    def __init__(self, out_dir: str | Path):
+        import tvm
+        from tvm import relax
+
+        self.out_dir = Path(out_dir)
+        self.meta = read_meta(self.out_dir)
+        if self.meta["tvm"] != tvm.__version__:
+            raise RuntimeError(
+                f"{self.out_dir} was compiled with TVM {self.meta['tvm']}, this is TVM {tvm.__version__}; compile again"
+            )
+        if self.meta["lstm_impl"] == "plugin":
+            import kokoro_tvm_ext  # noqa: F401  (registers the kernels the artifact calls)
+        lib = tvm.runtime.load_module(str(self.out_dir / LIBRARY))
+        self._vm = relax.VirtualMachine(lib, tvm.cpu())
+        self._tvm = tvm
+        self.sample_rate = int(self.meta["sample_rate"])
+        self.max_tokens = int(self.meta["max_tokens"])
+
+    # -- input checks -----------------------------------------------------------
+    def _tokens(self, tokens) -> np.ndarray:
+        ids = np.asarray(tokens)
+        if ids.ndim != 1:
+            raise ValueError(f"tokens must be a 1-D array of ids, got shape {ids.shape}")
+        if ids.size == 0 or (ids.size == 2 and not ids.any()):
+            raise ValueError("tokens is empty")
+        if not np.issubdtype(ids.dtype, np.integer):
+            raise TypeError(f"tokens must be integer ids, got dtype {ids.dtype}")
+        if ids.size > self.max_tokens:
+            raise ValueError(f"{ids.size} tokens is too long: at most {self.max_tokens} per call (split the text)")
+        if ids.size >= 2 and ids[0] == 0 and ids[-1] == 0:
+            ids = ids[1:-1]  # already wrapped in KModel's boundary ids
+        n_token = int(self.meta["n_token"])
+        bad = ids[(ids < 1) | (ids >= n_token)]
+        if bad.size:
+            raise ValueError(f"token ids must be in 1..{n_token - 1} (0 is padding, added here); got {bad[:5].tolist()}")
+        return ids.astype(np.int64)
+
+    @staticmethod
+    def _style(style) -> np.ndarray:
+        s = np.asarray(style)
+        if s.dtype != np.float32:
+            raise TypeError(f"style must be float32, got dtype {s.dtype}")
+        if s.size != 256 or s.reshape(-1).shape != (256,) or s.ndim > 2 or (s.ndim == 2 and s.shape[0] != 1):
+            raise ValueError(f"style must have shape [1, 256], got {list(s.shape)}")
+        if not np.isfinite(s).all():
+            raise ValueError("style contains NaN or infinity")
+        return s.reshape(1, 256)
+
+    @staticmethod
+    def _speed(speed) -> float:
+        speed = float(speed)
+        if not (0.1 <= speed <= 10.0):
+            raise ValueError(f"speed must be between 0.1 and 10, got {speed}")
+        return speed
+
+    # -- synthesis ----------------------------------------------------------------
+    def synthesize(self, tokens, style, speed: float = 1.0, noise_seed: int | None = 0, zero_noise: bool = False):
+        """Audio (float32 [N], 24 kHz) and durations (int64 [T+2], frames per id incl. the two boundary ids)."""
+        ((audio, durations),) = self.synthesize_batch([tokens], [style], [speed], [noise_seed], zero_noise=zero_noise)
+        return audio, durations
+
+    def synthesize_batch(self, tokens_list, styles, speeds=None, noise_seeds=None, zero_noise: bool = False):
+        """One (audio, durations) pair per item; each equals its solo ``synthesize``."""
+        n = len(tokens_list)
+        if n == 0:
+            raise ValueError("empty batch")
+        speeds = [1.0] * n if speeds is None else list(speeds)
+        seeds = [0] * n if noise_seeds is None else list(noise_seeds)
+        if not (len(styles) == len(speeds) == len(seeds) == n):
+            raise ValueError("tokens_list, styles, speeds and noise_seeds must have the same length")
+        ids = [self._tokens(t) for t in tokens_list]
+        style = np.concatenate([self._style(s) for s in styles])
+        speed = np.array([self._speed(s) for s in speeds], np.float32)
+        lengths = np.array([len(t) + 2 for t in ids], np.int64)
+        padded = np.zeros((n, int(lengths.max())), np.int64)
+        for b, t in enumerate(ids):
+            padded[b, 1 : len(t) + 1] = t  # boundary id 0 on both sides, then padding 0
+        pred_dur, d, t_en = self._run("text_stage", padded, lengths, style, speed)
+        results = []
+        for b in range(n):
+            dur = pred_dur[b, : lengths[b]]
+            index = np.repeat(np.arange(lengths[b]), dur)
+            en = np.ascontiguousarray(d[b][index].T[None])
+            asr = np.ascontiguousarray(t_en[b][:, index][None])
+            noise = make_noise(len(index), seeds[b], harmonics=int(self.meta["harmonics"]),
+                               samples_per_frame=int(self.meta["samples_per_frame"]), zero_noise=zero_noise)
+            (audio,) = self._run("audio_stage", en, asr, style[b : b + 1], noise["phase_noise"], noise["sine_noise"])
+            results.append((audio.reshape(-1), dur.astype(np.int64)))
+        return results
+
+    def _run(self, fn: str, *arrays):
+        tvm = self._tvm
+        out = self._vm[fn](*[tvm.runtime.tensor(np.ascontiguousarray(a)) for a in arrays])
+        if isinstance(out, tvm.runtime.Tensor):
+            return [out.numpy()]
+        return [o.numpy() for o in out]
