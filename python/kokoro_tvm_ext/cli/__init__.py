@@ -4,12 +4,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import demo, voices
+from . import compile as compile_cmd
+from . import demo, say, voices
 
 # (name, module): each module defines HELP, add_arguments(parser) and run(args) -> int.
 COMMANDS = [
-    ("demo", demo),
+    ("say", say),
+    ("compile", compile_cmd),
     ("voices", voices),
+    ("demo", demo),
 ]
 
 
@@ -19,11 +22,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kokoro-tvm",
         description="Run Kokoro-82M text-to-speech on stock Apache TVM with the kokoro-tvm-ext plugin.",
+        epilog='Start with: kokoro-tvm say "Hello from TVM." -o hello.wav   (see kokoro-tvm say --help)',
     )
     parser.add_argument("--version", action="version", version=f"kokoro-tvm-ext {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module in COMMANDS:
-        p = sub.add_parser(name, help=module.HELP, description=module.__doc__)
+        p = sub.add_parser(
+            name, help=module.HELP, description=module.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        )
         module.add_arguments(p)
         p.set_defaults(run=module.run)
     return parser

@@ -71,3 +71,36 @@ def _durations(model, ids, ref_s, speed):
     x, _ = model.predictor.lstm(d)
     duration = torch.sigmoid(model.predictor.duration_proj(x)).sum(dim=-1) / speed
     return d, torch.round(duration).clamp(min=1).long().reshape(-1)
+
+
+def reference_float64(model, tokens, style, durations, speed: float = 1.0, noise_seed: int | None = 0,
+                      zero_noise: bool = False) -> np.ndarray:
+    """Audio from a float64 copy of ``model``, aligned by the given ``durations``.
+
+    The ground truth for judging audio: the decoder's harmonic-source phase
+    sits on an atan2 branch cut, where float32 rounding flips phases, so
+    float32 PyTorch itself is far from this (see shared/NOTES.md). Durations
+    are integers and come from the float32 run, so both runs align alike.
+    Uses hexgrad's modules in float64, with the decoder's exact
+    ``torch.stft``/``istft`` formulation (decoder.ExportableDecoder).
+    """
+    from .decoder import ExportableDecoder, _copy_without_weight_norm
+
+    ids = torch.nn.functional.pad(torch.as_tensor(np.asarray(tokens, np.int64)).reshape(1, -1), (1, 1))
+    model64 = _copy_without_weight_norm(model).double()
+    ref_s = torch.as_tensor(np.asarray(style, np.float32)).reshape(1, -1).double()
+    dur = torch.as_tensor(np.asarray(durations, np.int64))
+    with torch.no_grad():
+        d, _ = _durations(model64, ids, ref_s, speed)
+        lengths = torch.full((1,), ids.shape[-1], dtype=torch.long)
+        pad_mask = torch.zeros_like(ids, dtype=torch.bool)
+        index = torch.repeat_interleave(torch.arange(ids.shape[-1]), dur)
+        en = d.transpose(-1, -2)[:, :, index]
+        f0, n = model64.predictor.F0Ntrain(en, ref_s[:, 128:])
+        asr = model64.text_encoder(ids, lengths, pad_mask)[:, :, index]
+        frames = int(dur.sum())
+        noise = make_noise(frames, noise_seed, decoder=model.decoder, zero_noise=zero_noise)
+        decoder = ExportableDecoder(model64, stft="torch").double()
+        audio = decoder(asr, f0.reshape(1, -1, 2), n.reshape(1, -1, 2), ref_s[:, :128],
+                        torch.from_numpy(noise["phase_noise"]).double(), torch.from_numpy(noise["sine_noise"]).double())
+    return audio.numpy().reshape(-1)

@@ -1,0 +1,39 @@
+"""Compile Kokoro-82M into a TVM artifact (kokoro.so + meta.json) that serves 1 to 510
+tokens per call. Weights are found as for `say` (--weights, $KOKORO_TVM_WEIGHTS, the
+HuggingFace cache, or the offline rebuild). Takes a few minutes on 2 cores."""
+from __future__ import annotations
+
+import sys
+
+HELP = "compile Kokoro into a deployable TVM artifact"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("-o", "--out", help="output directory (default: the user cache, where `say` looks)")
+    parser.add_argument("--weights", help="a Kokoro .pth state_dict (default: see above)")
+    parser.add_argument(
+        "--lstm-impl", choices=["plugin", "tir"], default="plugin",
+        help="plugin: the Rust LSTM kernel (fast); tir: a TIR loop, for artifacts that must "
+        "run without this plugin's LSTM (default: %(default)s)",
+    )
+
+
+def run(args) -> int:
+    from ..assets import AssetError, resolve
+    from ..artifact_cache import ensure_artifact
+
+    try:
+        weights = resolve(args.weights)
+        if args.out:
+            from ..assets.weights import load_model
+            from ..compile import compile_kokoro
+
+            out = compile_kokoro(load_model(weights), args.out, lstm_impl=args.lstm_impl,
+                                 weights_fingerprint=weights.fingerprint())
+        else:
+            out = ensure_artifact(weights, lstm_impl=args.lstm_impl)
+    except (AssetError, ValueError, OSError) as err:
+        print(f"kokoro-tvm compile: {err}", file=sys.stderr)
+        return 1
+    print(out)
+    return 0

