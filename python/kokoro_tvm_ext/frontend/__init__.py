@@ -1,7 +1,7 @@
 """ATen → Relax conversion: our converters, handed to TVM's own importer."""
 from __future__ import annotations
 
-from . import clamp, repeat_interleave  # noqa: F401  (each module registers its converters)
+from . import clamp, convolution, matmul, repeat_interleave, slice_tensor  # noqa: F401  (each module registers its converters)
 from .lstm import lstm_converters
 from .registry import CONVERTERS, converter
 

@@ -34,6 +34,6 @@ def cpu_pipeline(target: tvm.target.Target, use_kernels: bool = True):
     def pipeline(mod: tvm.IRModule, ctx) -> tvm.IRModule:
         with target:
             mod = tvm.transform.Sequential(plugin_passes(use_kernels))(mod)
-        return stock(mod, ctx)
+        return stock(mod)
 
     return pipeline
