@@ -3,15 +3,20 @@
 1. FoldConstant: weights are constants; fold what the importer left around
    them (permutes of weights, reshapes of biases).
 2. DispatchToPluginKernels: conv1d / conv1d_transpose / linear layers go to
-   the Rust kernels (dispatch_kernels.py).
-3. FoldConstant again: weight reshapes the dispatch added.
-4. TVM's own CPU pipeline: legalize, fuse, lower, plan memory.
+   the Rust kernels (dispatch_kernels.py); FoldConstant again for the weight
+   reshapes it adds.
+3. TVM's CPU legalization and fusion (relax.backend.cpu_generic).
+4. ParallelOuterLoops: every remaining PrimFunc runs on all cores (cpu_schedule.py).
+5. TVM's CPU lowering and finalisation.
 """
 from __future__ import annotations
 
 import tvm
 from tvm import relax
+from tvm.relax.backend import cpu_generic
+from tvm.relax.backend.cpu_generic import pipeline as cpu_generic_pipeline
 
+from .cpu_schedule import schedule_pass
 from .dispatch_kernels import DispatchToPluginKernels
 
 
@@ -22,18 +27,26 @@ def plugin_passes(use_kernels: bool = True) -> list:
     return passes
 
 
+def pass_list(target: tvm.target.Target, use_kernels: bool = True) -> list:
+    return (
+        plugin_passes(use_kernels)
+        + cpu_generic.library_dispatch_passes(target)
+        + cpu_generic.legalize_passes(target)
+        + [schedule_pass()]
+        + cpu_generic_pipeline.dataflow_lower_passes(target)
+        + cpu_generic.finalize_passes(target)
+    )
+
+
 def cpu_pipeline(target: tvm.target.Target, use_kernels: bool = True):
     """The Relax pipeline ``tvm.compile`` runs for ``target``.
 
-    ``use_kernels=False`` keeps every op in TVM (an artifact that needs the
-    plugin library only if its LSTMs do).
+    ``use_kernels=False`` keeps convolutions and matmuls in TVM.
     """
-    stock = relax.get_default_pipeline(target)
 
     @tvm.transform.module_pass(opt_level=0, name="KokoroCPUPipeline")
-    def pipeline(mod: tvm.IRModule, ctx) -> tvm.IRModule:
+    def pipeline(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
         with target:
-            mod = tvm.transform.Sequential(plugin_passes(use_kernels))(mod)
-        return stock(mod)
+            return tvm.transform.Sequential(pass_list(target, use_kernels))(mod)
 
     return pipeline
