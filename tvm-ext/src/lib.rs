@@ -6,6 +6,10 @@
 //! register can never disagree.
 use tvm_ffi::{Function, Result};
 
+pub mod conv;
+pub mod gemm;
+pub mod lstm;
+pub mod matmul;
 pub mod snake;
 pub mod tensor;
 
@@ -17,6 +21,10 @@ type Constructor = fn() -> Function;
 /// The registration table.
 pub const FUNCTIONS: &[(&str, Constructor)] = &[
     ("kokoro_tvm_ext.snake", snake::function),
+    ("kokoro_tvm_ext.lstm", lstm::function),
+    ("kokoro_tvm_ext.conv1d", conv::function),
+    ("kokoro_tvm_ext.conv1d_transpose", conv::transpose_function),
+    ("kokoro_tvm_ext.matmul", matmul::function),
 ];
 
 /// The global names this library registers, in table order.
@@ -24,12 +32,32 @@ pub fn function_names() -> Vec<&'static str> {
     FUNCTIONS.iter().map(|(name, _)| *name).collect()
 }
 
+/// Sizes rayon's global pool from `TVM_NUM_THREADS`, once per process.
+///
+/// The kernels run on rayon's global pool. If the environment variable
+/// `TVM_NUM_THREADS` holds an integer n > 0, the global pool is built with n
+/// threads (so TVM's own thread count and ours agree); otherwise rayon's defaults
+/// apply (`RAYON_NUM_THREADS`, else one thread per core). A global pool that
+/// already exists (built by another library, or used before this call) is kept.
+fn configure_thread_pool() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let n = std::env::var("TVM_NUM_THREADS").ok().and_then(|v| v.trim().parse::<usize>().ok());
+        if let Some(n) = n.filter(|&n| n > 0) {
+            // An error only means the global pool exists already.
+            let _ = rayon::ThreadPoolBuilder::new().num_threads(n).build_global();
+        }
+    });
+}
+
 /// Registers every function of [`FUNCTIONS`] in TVM's global registry.
 ///
 /// Names that are registered already are left alone, so calling this twice (or
 /// from two copies of the extension) is harmless: the registry refuses a second
-/// registration of a name.
+/// registration of a name. The first call also applies `TVM_NUM_THREADS` to the
+/// kernels' thread pool (see `configure_thread_pool`).
 pub fn register_all() -> Result<()> {
+    configure_thread_pool();
     for (name, make) in FUNCTIONS {
         if Function::get_global(name).is_ok() {
             continue;
