@@ -90,6 +90,18 @@ def reference_float64(model, tokens, style, durations, speed: float = 1.0, noise
     model64 = _copy_without_weight_norm(model).double()
     ref_s = torch.as_tensor(np.asarray(style, np.float32)).reshape(1, -1).double()
     dur = torch.as_tensor(np.asarray(durations, np.int64))
+    # hexgrad's modules allocate scratch with torch.zeros(...) in the default dtype.
+    default_dtype = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        return _float64_audio(model, model64, ids, ref_s, dur, speed, noise_seed, zero_noise)
+    finally:
+        torch.set_default_dtype(default_dtype)
+
+
+def _float64_audio(model, model64, ids, ref_s, dur, speed, noise_seed, zero_noise):
+    from .decoder import ExportableDecoder
+
     with torch.no_grad():
         d, _ = _durations(model64, ids, ref_s, speed)
         lengths = torch.full((1,), ids.shape[-1], dtype=torch.long)
