@@ -50,17 +50,20 @@ def _check_output(output: str) -> None:
         raise UsageError(f"cannot write {output}: it is a directory")
 
 
+def _check_input(args) -> None:
+    if args.phonemes is not None and args.text:
+        raise UsageError("give either text or --phonemes, not both")
+    if args.phonemes is not None and not args.phonemes.strip():
+        raise UsageError("--phonemes is empty")
+    if args.phonemes is None and (args.text is None or not args.text.strip()):
+        raise UsageError("text is empty: give the text to speak, e.g. kokoro-tvm say \"Hello.\" -o hello.wav")
+
+
 def _chunks(args, vocab) -> list[str]:
     from ..assets import chunk_phonemes, chunk_text
 
-    if args.phonemes is not None and args.text:
-        raise UsageError("give either text or --phonemes, not both")
     if args.phonemes is not None:
-        if not args.phonemes.strip():
-            raise UsageError("--phonemes is empty")
         return chunk_phonemes(args.phonemes, vocab)
-    if args.text is None or not args.text.strip():
-        raise UsageError("text is empty: give the text to speak, e.g. kokoro-tvm say \"Hello.\" -o hello.wav")
     return chunk_text(args.text, vocab)
 
 
@@ -101,7 +104,9 @@ def run(args) -> int:
     from ..assets import AssetError, load_voice, resolve
 
     try:
+        # Everything the user can get wrong is checked before the slow steps.
         _check_output(args.output)
+        _check_input(args)
         if not 0.1 <= args.speed <= 10:
             raise UsageError(f"--speed must be between 0.1 and 10, got {args.speed}")
         pack = load_voice(args.voice)
