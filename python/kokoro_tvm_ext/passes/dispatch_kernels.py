@@ -16,6 +16,7 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 CONV1D = tvm.ir.Op.get("relax.nn.conv1d")
 CONV1D_TRANSPOSE = tvm.ir.Op.get("relax.nn.conv1d_transpose")
 MATMUL = tvm.ir.Op.get("relax.matmul")
+BROADCAST_TO = tvm.ir.Op.get("relax.broadcast_to")
 
 
 def _is_f32(expr) -> bool:
@@ -55,8 +56,13 @@ def conv1d_transpose_call(call: relax.Call):
     return _packed("conv1d_transpose", prims, call.args, call.ty)
 
 
-def matmul_call(call: relax.Call):
+def matmul_call(call: relax.Call, lookup=lambda var: None):
     x, w = call.args
+    # With a symbolic batch, torch's bmm decomposition broadcasts the weight to
+    # [B, K, N]; the kernel wants the one [K, N] matrix it came from.
+    source = lookup(w) if isinstance(w, relax.Var) else None
+    if isinstance(source, relax.Call) and source.op == BROADCAST_TO:
+        w = source.args[0]
     if not (_is_f32(x) and _is_f32(w)) or str(call.attrs.out_dtype) not in ("", "float32"):
         return None
     w_shape = list(w.ty.shape)
@@ -81,7 +87,10 @@ class _Dispatcher(PyExprMutator):
         rewrite = REWRITES.get(call.op)
         if rewrite is None:
             return call
-        replacement = rewrite(call)
+        if rewrite is matmul_call:
+            replacement = matmul_call(call, self.lookup_binding)
+        else:
+            replacement = rewrite(call)
         return call if replacement is None else replacement
 
 

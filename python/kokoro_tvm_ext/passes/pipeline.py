@@ -1,10 +1,9 @@
 """The plugin's CPU compile pipeline: one ordered list of passes.
 
-1. FoldConstant: weights are constants; fold what the importer left around
-   them (permutes of weights, reshapes of biases).
-2. DispatchToPluginKernels: conv1d / conv1d_transpose / linear layers go to
-   the Rust kernels (dispatch_kernels.py); FoldConstant again for the weight
-   reshapes it adds.
+1. DispatchToPluginKernels: conv1d / conv1d_transpose / linear layers go to
+   the Rust kernels (dispatch_kernels.py).
+2. FoldConstant + DeadCodeElimination: weights are constants; fold the
+   permutes and reshapes around them, drop the broadcasts the dispatch made dead.
 3. TVM's CPU legalization and fusion (relax.backend.cpu_generic).
 4. ParallelOuterLoops: every remaining PrimFunc runs on all cores (cpu_schedule.py).
 5. TVM's CPU lowering and finalisation.
@@ -21,10 +20,10 @@ from .dispatch_kernels import DispatchToPluginKernels
 
 
 def plugin_passes(use_kernels: bool = True) -> list:
-    passes = [relax.transform.FoldConstant()]
-    if use_kernels:
-        passes += [DispatchToPluginKernels, relax.transform.FoldConstant()]
-    return passes
+    # Dispatch first: folding would turn a weight broadcast over the batch into a
+    # batched constant; the dispatch looks through the broadcast to the 2-D weight.
+    passes = [DispatchToPluginKernels] if use_kernels else []
+    return passes + [relax.transform.FoldConstant(), relax.transform.DeadCodeElimination()]
 
 
 def pass_list(target: tvm.target.Target, use_kernels: bool = True) -> list:
