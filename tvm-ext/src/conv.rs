@@ -36,14 +36,13 @@
 //!   by the weights, which already are the row-major `[Cout/g, Cin/g * K]` matrix
 //!   it needs, straight into `out` (prefilled with the bias). One GEMM with an
 //!   inner dimension of `Cin/g * K` per tile, no full im2col in memory.
-//! - conv1d_transpose: polyphase. Tap `k` lands on output phase
-//!   `r = (k*dilation) mod stride` with a delay `j = (k*dilation) div stride`, so
-//!   with `q = (p + pad_left) div stride` every output is
-//!   `out[o, q*stride + r - pad_left] = sum_{c, j} W'[(o, r), (c, j)] * x[c, q - j]`.
-//!   The weights are repacked once per call into `W'` (`[Cout/g * phases,
-//!   Cin/g * J]`); each tile of `q` is one GEMM against an im2col block of `x`,
-//!   whose result is interleaved into `out`. No multiply is spent on the zeros
-//!   a zero-stuffing formulation would insert.
+//! - conv1d_transpose: per batch item, group and block of output channels
+//!   (sized so the block's weights `w[:, o0..o0+n, :]`, a `[Cin/g, n*K]` block of
+//!   torch's own layout, stay in L2; no repacking), the input is walked in
+//!   tiles: one GEMM `cols[t, (o, k)] = sum_c x[c, t] * w[c, o, k]` per tile,
+//!   then each `(t, o)` adds its K contiguous values to
+//!   `out[o, t*stride - pad_left + k*dilation]` (col2im), clipped to the output.
+//!   The job owns its output rows, so no two threads ever add to one element.
 //! - Groups so small that a GEMM would be mostly overhead (depthwise, for
 //!   Kokoro's `ConvTranspose1d(C, C, 3, stride 2, groups=C)`) run a direct loop
 //!   per output row instead.
@@ -54,8 +53,8 @@ use rayon::prelude::*;
 use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, TensorView, VALUE_ERROR};
 
 use crate::gemm::{
-    flag_arg, int_in, internal, overlaps, sgemm, sgemm_shared, span, tensor_arg, threads, JobError, Layout,
-    Scratch, SharedMut,
+    flag_arg, int_in, internal, overlaps, sgemm, sgemm_shared, span, tensor_arg, threads, JobError, Layout, Scratch,
+    SharedMut,
 };
 use crate::tensor::{check_dtype, expect_shape, input, output, shape_of};
 
@@ -105,19 +104,35 @@ impl Conv1dConfig {
     }
 
     fn check(&self, who: &str) -> Result<()> {
-        ensure!(self.kernel >= 1, VALUE_ERROR, "{who}: w: the kernel size must be at least 1");
-        ensure!(self.stride >= 1, VALUE_ERROR, "{who}: stride: expected a value >= 1, got 0");
-        ensure!(self.dilation >= 1, VALUE_ERROR, "{who}: dilation: expected a value >= 1, got 0");
-        ensure!(self.groups >= 1, VALUE_ERROR, "{who}: groups: expected a value >= 1, got 0");
         ensure!(
-            self.in_channels % self.groups == 0,
+            self.kernel >= 1,
+            VALUE_ERROR,
+            "{who}: w: the kernel size must be at least 1"
+        );
+        ensure!(
+            self.stride >= 1,
+            VALUE_ERROR,
+            "{who}: stride: expected a value >= 1, got 0"
+        );
+        ensure!(
+            self.dilation >= 1,
+            VALUE_ERROR,
+            "{who}: dilation: expected a value >= 1, got 0"
+        );
+        ensure!(
+            self.groups >= 1,
+            VALUE_ERROR,
+            "{who}: groups: expected a value >= 1, got 0"
+        );
+        ensure!(
+            self.in_channels.is_multiple_of(self.groups),
             VALUE_ERROR,
             "{who}: groups: {} does not divide the {} input channels of x",
             self.groups,
             self.in_channels
         );
         ensure!(
-            self.out_channels % self.groups == 0,
+            self.out_channels.is_multiple_of(self.groups),
             VALUE_ERROR,
             "{who}: groups: {} does not divide the {} output channels",
             self.groups,
@@ -198,6 +213,9 @@ fn expect_ints(who: &str, args: &[AnyView], n: usize, names: &str) -> Result<()>
     Ok(())
 }
 
+/// A plain-Rust entry point: `(cfg, x, w, bias, out)`.
+type Kernel = fn(&Conv1dConfig, &[f32], &[f32], Option<&[f32]>, &mut [f32]) -> Result<()>;
+
 /// Checks shapes against `cfg`, reads the data and runs `kernel`.
 fn run_checked(
     who: &str,
@@ -205,7 +223,7 @@ fn run_checked(
     cfg: &Conv1dConfig,
     w_shape: [i64; 3],
     lout: usize,
-    kernel: fn(&Conv1dConfig, &[f32], &[f32], Option<&[f32]>, &mut [f32]) -> Result<()>,
+    kernel: Kernel,
 ) -> Result<()> {
     expect_shape(&t.w, &format!("{who}: w"), &w_shape)?;
     if let Some(b) = &t.bias {
@@ -224,10 +242,22 @@ fn run_checked(
     };
     let out = output::<f32>(&t.out, &format!("{who}: out"))?;
     let o = span(out);
-    ensure!(!overlaps(o, span(&x)), VALUE_ERROR, "{who}: out: output memory overlaps input x");
-    ensure!(!overlaps(o, span(&w)), VALUE_ERROR, "{who}: out: output memory overlaps input w");
+    ensure!(
+        !overlaps(o, span(&x)),
+        VALUE_ERROR,
+        "{who}: out: output memory overlaps input x"
+    );
+    ensure!(
+        !overlaps(o, span(&w)),
+        VALUE_ERROR,
+        "{who}: out: output memory overlaps input w"
+    );
     if let Some(b) = &bias {
-        ensure!(!overlaps(o, span(b)), VALUE_ERROR, "{who}: out: output memory overlaps input bias");
+        ensure!(
+            !overlaps(o, span(b)),
+            VALUE_ERROR,
+            "{who}: out: output memory overlaps input bias"
+        );
     }
     kernel(cfg, &x, &w, bias.as_deref(), out)
 }
@@ -376,7 +406,10 @@ fn conv1d_run(
     if out.is_empty() {
         return Ok(());
     }
-    if tuning.direct.unwrap_or_else(|| use_direct(cfg)) {
+    let cin_g = cfg.in_channels / cfg.groups;
+    let cout_g = cfg.out_channels / cfg.groups;
+    // The GEMM's inner dimension is Cin/g * K here.
+    if tuning.direct.unwrap_or(cout_g < 4 || cin_g * cfg.kernel < 8) {
         conv_direct(cfg, lout, x, w, bias, out);
         Ok(())
     } else {
@@ -421,29 +454,20 @@ fn transpose_run(
     if out.is_empty() {
         return Ok(());
     }
-    let direct = || {
-        // Taps scattered over many phases and delays leave W' mostly zeros.
-        let ph = Phases::new(cfg);
-        use_direct(cfg) || ph.residues.len() * ph.delays > 2 * cfg.kernel
-    };
-    if tuning.direct.unwrap_or_else(direct) {
+    let cin_g = cfg.in_channels / cfg.groups;
+    let cout_g = cfg.out_channels / cfg.groups;
+    // The GEMM's inner dimension is Cin/g here.
+    if tuning.direct.unwrap_or(cout_g < 4 || cin_g < 4) {
         transpose_direct(cfg, lout, x, w, bias, out);
         Ok(())
     } else {
-        transpose_gemm(cfg, lout, x, w, bias, out, tuning.tile_bytes)
+        transpose_gemm(cfg, lout, x, w, bias, out, tuning)
     }
 }
 
 // ---------------------------------------------------------------------------
 // Shared pieces.
 // ---------------------------------------------------------------------------
-
-/// Whether the per-group matrices are too small for a GEMM to pay off.
-fn use_direct(cfg: &Conv1dConfig) -> bool {
-    let cin_g = cfg.in_channels / cfg.groups;
-    let cout_g = cfg.out_channels / cfg.groups;
-    cout_g < 4 || cin_g * cfg.kernel < 8
-}
 
 /// The `j` in `0..n` for which `j * s + off` lies in `0..limit`, as a range.
 fn valid_range(n: usize, s: usize, off: i128, limit: usize) -> std::ops::Range<usize> {
@@ -458,14 +482,21 @@ fn valid_range(n: usize, s: usize, off: i128, limit: usize) -> std::ops::Range<u
 /// Knobs of the kernels; tests vary them to cover every path.
 #[derive(Clone, Copy, Debug)]
 struct Tuning {
-    /// Bytes of the GEMM operand blocks a tile may use.
+    /// Bytes of the column block (im2col or GEMM result) of one tile.
     tile_bytes: usize,
+    /// Bytes of the weight block a transposed-convolution job keeps hot.
+    weight_bytes: usize,
     /// Force the direct loop (`Some(true)`) or the GEMM (`Some(false)`).
     direct: Option<bool>,
 }
 
-/// About half of a 2 MiB L2 for the im2col block of one tile.
-const TUNING: Tuning = Tuning { tile_bytes: 1 << 20, direct: None };
+/// About half of a 2 MiB L2 for the column block of a tile, and as much for
+/// the weight block of a transposed-convolution job.
+const TUNING: Tuning = Tuning {
+    tile_bytes: 1 << 20,
+    weight_bytes: 1 << 20,
+    direct: None,
+};
 
 /// How the columns of each (batch item, group) are split into jobs.
 struct Plan {
@@ -483,21 +514,36 @@ impl Plan {
     /// im2col block of `rows` rows per column.
     fn new(units: usize, width: usize, rows: usize, tile_bytes: usize) -> Self {
         let threads = threads();
-        let round16 = |v: usize| v.div_ceil(16) * 16;
-        let mut tile = round16((tile_bytes / (4 * rows.max(1))).clamp(32, 1024));
-        if threads > 1 && units * width.div_ceil(tile) < 2 * threads {
-            // Split finer if the tiles stay wide enough for an efficient GEMM.
-            let want = (2 * threads).div_ceil(units);
-            let t = round16(width.div_ceil(want));
-            if t >= 48 {
-                tile = t;
+        let width = width.max(1);
+        let widest = (tile_bytes / (4 * rows.max(1))).clamp(16, 1024);
+        let mut tiles = width.div_ceil(widest);
+        // Tiles narrower than this make the GEMM inefficient.
+        let wide_enough = |t: usize| width / t >= 48;
+        if threads > 1 {
+            // At least two jobs per thread if possible, else one.
+            for want in [2 * threads, threads] {
+                let t = tiles.max(want.div_ceil(units));
+                if t == tiles || wide_enough(t) {
+                    tiles = t;
+                    break;
+                }
+            }
+            // A job count that the threads share evenly.
+            let even = (units * tiles).div_ceil(threads) * threads;
+            let t = even.div_ceil(units);
+            if t != tiles && units * t == even && wide_enough(t) {
+                tiles = t;
             }
         }
-        let tile = tile.min(width.max(1));
-        let tiles = width.div_ceil(tile).max(1);
+        let tile = width.div_ceil(tiles);
+        let tiles = width.div_ceil(tile);
         let jobs = units * tiles;
-        let job_parallel = threads > 1 && (jobs >= 2 * threads || jobs % threads == 0);
-        Self { tile, tiles, job_parallel }
+        let job_parallel = threads > 1 && (jobs >= 2 * threads || jobs.is_multiple_of(threads));
+        Self {
+            tile,
+            tiles,
+            job_parallel,
+        }
     }
 }
 
@@ -632,105 +678,11 @@ fn conv_direct(cfg: &Conv1dConfig, lout: usize, x: &[f32], w: &[f32], bias: Opti
 // conv1d_transpose.
 // ---------------------------------------------------------------------------
 
-/// The polyphase decomposition of the taps.
-struct Phases {
-    /// The distinct residues `(k*dilation) mod stride`, ascending.
-    residues: Vec<usize>,
-    /// `(phase index, delay)` of every tap.
-    taps: Vec<(usize, usize)>,
-    /// `J`: one more than the largest delay.
-    delays: usize,
-}
-
-impl Phases {
-    fn new(cfg: &Conv1dConfig) -> Self {
-        let s = cfg.stride;
-        let mut residues: Vec<usize> = (0..cfg.kernel).map(|k| (k * cfg.dilation) % s).collect();
-        residues.sort_unstable();
-        residues.dedup();
-        let taps: Vec<(usize, usize)> = (0..cfg.kernel)
-            .map(|k| {
-                let e = k * cfg.dilation;
-                // `residues` holds every residue, so the search succeeds.
-                let pi = residues.binary_search(&(e % s)).unwrap_or(0);
-                (pi, e / s)
-            })
-            .collect();
-        let delays = taps.iter().map(|&(_, j)| j + 1).max().unwrap_or(1);
-        Self { residues, taps, delays }
-    }
-
-    /// The phase index of residue `r`, if any tap lands there.
-    fn phase_of(&self, r: usize) -> Option<usize> {
-        self.residues.binary_search(&r).ok()
-    }
-}
-
-/// W' for every group: `[groups][Cout/g * phases, Cin/g * J]`, row `(o, phase)`,
-/// column `(c, delay)` holding `w[c, o, tap]` for the tap with that phase and
-/// delay, or zero.
-///
-/// Two steps per block of (o, c), so that no step writes to many pages at once
-/// (rows of W' often are 4 KiB apart and would thrash L1 and the TLB): a copy of
-/// `w[c0..c0+CB, o0..o0+OB, :]` into a small contiguous buffer, then row by row
-/// of W' sequential runs of `CB * J` values from it.
-fn pack_transpose_weights(cfg: &Conv1dConfig, ph: &Phases, w: &[f32]) -> Scratch {
-    const OB: usize = 16;
-    const CB: usize = 128;
-    let (g, k) = (cfg.groups, cfg.kernel);
-    let (cin_g, cout_g) = (cfg.in_channels / g, cfg.out_channels / g);
-    let (np, jd) = (ph.residues.len(), ph.delays);
-    let kc = cin_g * jd;
-    let row = np * kc;
-    // The tap of each (phase, delay) slot.
-    let mut slot = vec![None; np * jd];
-    for (tap, &(pi, j)) in ph.taps.iter().enumerate() {
-        slot[pi * jd + j] = Some(tap);
-    }
-    let mut wp = Scratch::with_capacity(g * cout_g * row);
-    wp.set_len(g * cout_g * row);
-    // Blocks of OB output channels (never straddling a group), in parallel.
-    let o_blocks = cout_g.div_ceil(OB);
-    let mut blocks: Vec<(usize, usize, &mut [f32])> = Vec::with_capacity(g * o_blocks);
-    let mut rest: &mut [f32] = &mut wp;
-    for gi in 0..g {
-        for ob in 0..o_blocks {
-            let on = OB.min(cout_g - ob * OB);
-            let (head, tail) = std::mem::take(&mut rest).split_at_mut(on * row);
-            blocks.push((gi, ob * OB, head));
-            rest = tail;
-        }
-    }
-    blocks.into_par_iter().for_each_init(Scratch::new, |tmp, (gi, o0, block)| {
-        let on = block.len() / row;
-        for c0 in (0..cin_g).step_by(CB) {
-            let cn = CB.min(cin_g - c0);
-            tmp.set_len(cn * on * k);
-            for c in 0..cn {
-                let src = &w[((gi * cin_g + c0 + c) * cout_g + o0) * k..][..on * k];
-                tmp[c * on * k..][..on * k].copy_from_slice(src);
-            }
-            for ol in 0..on {
-                for pi in 0..np {
-                    let dst = &mut block[(ol * np + pi) * kc + c0 * jd..][..cn * jd];
-                    for j in 0..jd {
-                        match slot[pi * jd + j] {
-                            Some(tap) => {
-                                let from = ol * k + tap;
-                                for (c, d) in dst[j..].iter_mut().step_by(jd).enumerate() {
-                                    *d = tmp[c * on * k + from];
-                                }
-                            }
-                            None => dst[j..].iter_mut().step_by(jd).for_each(|d| *d = 0.0),
-                        }
-                    }
-                }
-            }
-        }
-    });
-    wp
-}
-
+/// Column formulation: per job a block of output channels, whose weights
+/// `w[c, o0..o0+on, :]` (a `[Cin/g, on*K]` block of the natural layout) stay in
+/// L2 while the job walks the input in tiles. Each tile is one GEMM
+/// `cols[t, (o, k)] = sum_c x[c, t] * w[c, o, k]`, then every `(t, o)` adds its
+/// K contiguous values to `out[o, t*stride - pad_left + k*dilation]`.
 fn transpose_gemm(
     cfg: &Conv1dConfig,
     lout: usize,
@@ -738,89 +690,94 @@ fn transpose_gemm(
     w: &[f32],
     bias: Option<&[f32]>,
     out: &mut [f32],
-    tile_bytes: usize,
+    tuning: Tuning,
 ) -> std::result::Result<(), JobError> {
-    let (g, l, s) = (cfg.groups, cfg.length, cfg.stride);
+    let (g, k, l, s, d) = (cfg.groups, cfg.kernel, cfg.length, cfg.stride, cfg.dilation);
     let (cin, cout) = (cfg.in_channels, cfg.out_channels);
     let (cin_g, cout_g) = (cin / g, cout / g);
-    let ph = Phases::new(cfg);
-    let np = ph.residues.len();
-    let jd = ph.delays;
-    let (m, kc) = (cout_g * np, cin_g * jd);
-
-    let wp = pack_transpose_weights(cfg, &ph, w);
-
-    // q runs over every output: p = q*s + r - pad_left for p in 0..lout.
-    let q_lo = cfg.pad_left / s;
-    let q_hi = (lout - 1 + cfg.pad_left) / s + 1;
-    let width = q_hi - q_lo;
     let units = cfg.batch * g;
-    let plan = Plan::new(units, width, kc + m, tile_bytes);
+    let threads = threads();
+    // Output channels per job: the weight block within ~1 MiB, and enough jobs.
+    let mut ob = (tuning.weight_bytes / (4 * k * cin_g.max(1))).clamp(1, cout_g);
+    if threads > 1 {
+        let per_unit = (2 * threads).div_ceil(units);
+        ob = ob.min(cout_g.div_ceil(per_unit).max(1));
+    }
+    let blocks = cout_g.div_ceil(ob);
+    let jobs = units * blocks;
+    let job_parallel = threads > 1 && jobs >= threads;
+    // Input columns per tile: the column block [T, on*K] within the budget.
+    let tile = (tuning.tile_bytes / (4 * ob * k)).clamp(16, l.max(16));
     let out = SharedMut::new(out);
-    run_jobs(units, &plan, |i, scratch, parallel| {
-        let (unit, ti) = (i / plan.tiles, i % plan.tiles);
+    let job = |i: usize, cols: &mut Scratch, parallel: bool| -> std::result::Result<(), JobError> {
+        let (unit, bi) = (i / blocks, i % blocks);
         let (b, gi) = (unit / g, unit % g);
-        let qa = q_lo + ti * plan.tile;
-        let tn = plan.tile.min(q_hi - qa);
-        scratch.set_len(kc * tn + m * tn);
-        let (col, res) = scratch.split_at_mut(kc * tn);
-        // im2col: row (c, j), column q -> x[c, q - j]; zero outside x.
-        for c in 0..cin_g {
-            let xrow = &x[(b * cin + gi * cin_g + c) * l..][..l];
-            for j in 0..jd {
-                let dst = &mut col[(c * jd + j) * tn..][..tn];
-                let off = qa as i128 - j as i128;
-                let r = valid_range(tn, 1, off, l);
-                dst[..r.start].fill(0.0);
-                dst[r.end..].fill(0.0);
+        let o0 = bi * ob;
+        let on = ob.min(cout_g - o0);
+        let row0 = (b * cout + gi * cout_g + o0) * lout;
+        // SAFETY: this job alone owns these `on` rows of `out`.
+        let rows = unsafe { out.slice(row0, on * lout)? };
+        for (ol, row) in rows.chunks_exact_mut(lout).enumerate() {
+            row.fill(bias.map_or(0.0, |bv| bv[gi * cout_g + o0 + ol]));
+        }
+        let n = on * k;
+        for t0 in (0..l).step_by(tile) {
+            let tn = tile.min(l - t0);
+            cols.set_len(tn * n);
+            sgemm(
+                tn,
+                n,
+                cin_g,
+                x,
+                Layout {
+                    offset: (b * cin + gi * cin_g) * l + t0,
+                    rs: 1,
+                    cs: l,
+                },
+                w,
+                Layout {
+                    offset: gi * cin_g * cout_g * k + o0 * k,
+                    rs: cout_g * k,
+                    cs: 1,
+                },
+                cols,
+                Layout::row_major(0, n),
+                false,
+                parallel,
+            )?;
+            for tt in 0..tn {
+                let base = ((t0 + tt) * s) as i128 - cfg.pad_left as i128;
+                // Taps kk with 0 <= base + kk*d < lout.
+                let r = valid_range(k, d, base, lout);
                 if r.is_empty() {
                     continue;
                 }
-                let first = (r.start as i128 + off) as usize;
-                dst[r.clone()].copy_from_slice(&xrow[first..first + r.len()]);
-            }
-        }
-        sgemm(
-            m,
-            tn,
-            kc,
-            &wp,
-            Layout::row_major(gi * m * kc, kc),
-            col,
-            Layout::row_major(0, tn),
-            res,
-            Layout::row_major(0, tn),
-            false,
-            parallel,
-        )?;
-        // Interleave: out[o, q*s + r - pad_left] = res[(o, phase(r)), q] + bias.
-        let p_start = (qa * s) as i128 - cfg.pad_left as i128;
-        let p_end = ((qa + tn) * s) as i128 - cfg.pad_left as i128;
-        let p0 = p_start.max(0) as usize;
-        let p1 = (p_end.min(lout as i128)).max(p0 as i128) as usize;
-        for o in 0..cout_g {
-            let oc = gi * cout_g + o;
-            let bv = bias.map_or(0.0, |bv| bv[oc]);
-            // SAFETY: this job alone owns positions p0..p1 of its rows.
-            let y = unsafe { out.slice((b * cout + oc) * lout + p0, p1 - p0)? };
-            let rows = &res[o * np * tn..][..np * tn];
-            if np == s {
-                for (n, yv) in y.iter_mut().enumerate() {
-                    let e = p0 + n + cfg.pad_left - qa * s;
-                    *yv = rows[(e % s) * tn + e / s] + bv;
-                }
-            } else {
-                for (n, yv) in y.iter_mut().enumerate() {
-                    let e = p0 + n + cfg.pad_left - qa * s;
-                    *yv = match ph.phase_of(e % s) {
-                        Some(pi) => rows[pi * tn + e / s] + bv,
-                        None => bv,
-                    };
+                let first = (base + (r.start * d) as i128) as usize;
+                for (ol, row) in rows.chunks_exact_mut(lout).enumerate() {
+                    let src = &cols[tt * n + ol * k..][..k][r.clone()];
+                    if d == 1 {
+                        for (y, v) in row[first..first + src.len()].iter_mut().zip(src) {
+                            *y += v;
+                        }
+                    } else {
+                        for (y, v) in row[first..].iter_mut().step_by(d).zip(src) {
+                            *y += v;
+                        }
+                    }
                 }
             }
         }
         Ok(())
-    })
+    };
+    if job_parallel {
+        (0..jobs)
+            .into_par_iter()
+            .with_max_len(1)
+            .try_for_each_init(Scratch::new, |c, i| job(i, c, false))
+    } else {
+        let mut c = Scratch::new();
+        (0..jobs).try_for_each(|i| job(i, &mut c, threads > 1))
+    }
 }
 
 /// Direct scatter loop, one output row per task, for tiny groups (depthwise).
@@ -862,7 +819,10 @@ mod tests {
 
     impl Rng {
         fn next(&mut self) -> f32 {
-            self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
         }
 
@@ -939,13 +899,30 @@ mod tests {
         assert_eq!(got.len(), want.len(), "{what}: length");
         for (i, (g, (v, mag))) in got.iter().zip(want).enumerate() {
             let tol = 1e-4 * (1.0 + mag);
-            assert!((*g as f64 - v).abs() <= tol, "{what}: element {i}: got {g}, want {v} (tol {tol})");
+            assert!(
+                (*g as f64 - v).abs() <= tol,
+                "{what}: element {i}: got {g}, want {v} (tol {tol})"
+            );
         }
     }
 
     /// (batch, cin, cout, length, kernel, stride, pad_left, pad_right, dilation, groups,
     /// output_padding, has_bias, strided x)
-    type Case = (usize, usize, usize, usize, usize, usize, usize, usize, usize, usize, usize, bool, bool);
+    type Case = (
+        usize,
+        usize,
+        usize,
+        usize,
+        usize,
+        usize,
+        usize,
+        usize,
+        usize,
+        usize,
+        usize,
+        bool,
+        bool,
+    );
 
     fn config(c: &Case) -> Conv1dConfig {
         let &(batch, cin, cout, length, kernel, stride, pad_left, pad_right, dilation, groups, op, _, _) = c;
@@ -983,15 +960,13 @@ mod tests {
         Owned::strided(store, &shape, &[(l * ci) as i64, 1, ci as i64], 4)
     }
 
-    fn call(
-        transpose: bool,
-        c: &Conv1dConfig,
-        x: &[f32],
-        w: &[f32],
-        bias: Option<&[f32]>,
-        strided: bool,
-    ) -> Vec<f32> {
-        let lout = if transpose { c.transpose_out_len() } else { c.conv_out_len() }.unwrap();
+    fn call(transpose: bool, c: &Conv1dConfig, x: &[f32], w: &[f32], bias: Option<&[f32]>, strided: bool) -> Vec<f32> {
+        let lout = if transpose {
+            c.transpose_out_len()
+        } else {
+            c.conv_out_len()
+        }
+        .unwrap();
         let w_shape = if transpose {
             [c.in_channels, c.out_channels / c.groups, c.kernel]
         } else {
@@ -1005,11 +980,10 @@ mod tests {
         let mut xt = x_tensor(c, x, strided);
         let mut wt = Owned::new(w.to_vec(), &w_shape.map(|d| d as i64));
         let mut bt = bias.map(|b| Owned::new(b.to_vec(), &[b.len() as i64]));
-        let mut ot = Owned::new(vec![f32::NAN; c.batch * c.out_channels * lout], &[
-            c.batch as i64,
-            c.out_channels as i64,
-            lout as i64,
-        ]);
+        let mut ot = Owned::new(
+            vec![f32::NAN; c.batch * c.out_channels * lout],
+            &[c.batch as i64, c.out_channels as i64, lout as i64],
+        );
         let mut views = vec![xt.view(), wt.view()];
         if let Some(b) = bt.as_mut() {
             views.push(b.view());
@@ -1018,7 +992,8 @@ mod tests {
         let mut args: Vec<AnyView> = ints.iter().map(AnyView::from).collect();
         args.extend(views.iter().map(AnyView::from));
         let f = if transpose { transpose_function() } else { function() };
-        f.call_packed(&args).unwrap_or_else(|e| panic!("{c:?}: {}", e.message()));
+        f.call_packed(&args)
+            .unwrap_or_else(|e| panic!("{c:?}: {}", e.message()));
         drop(views);
         ot.data
     }
@@ -1032,7 +1007,10 @@ mod tests {
         let w = rng.vec(w_len);
         let bias = if has_bias { Some(rng.vec(c.out_channels)) } else { None };
         let (want, lout) = if transpose {
-            (reference_transpose(&c, &x, &w, bias.as_deref()), c.transpose_out_len().unwrap())
+            (
+                reference_transpose(&c, &x, &w, bias.as_deref()),
+                c.transpose_out_len().unwrap(),
+            )
         } else {
             (reference_conv(&c, &x, &w, bias.as_deref()), c.conv_out_len().unwrap())
         };
@@ -1040,9 +1018,21 @@ mod tests {
         assert_close(&format!("{c:?} (packed)"), &got, &want);
         // Every path, with tiles small enough to split any case.
         for tuning in [
-            Tuning { tile_bytes: 1024, direct: Some(false) },
-            Tuning { tile_bytes: 1 << 20, direct: Some(false) },
-            Tuning { tile_bytes: 1024, direct: Some(true) },
+            Tuning {
+                tile_bytes: 1024,
+                weight_bytes: 256,
+                direct: Some(false),
+            },
+            Tuning {
+                tile_bytes: 1 << 20,
+                weight_bytes: 1 << 20,
+                direct: Some(false),
+            },
+            Tuning {
+                tile_bytes: 1024,
+                weight_bytes: 256,
+                direct: Some(true),
+            },
         ] {
             let mut out = vec![f32::NAN; want.len()];
             let r = if transpose {
@@ -1111,7 +1101,11 @@ mod tests {
             Ok(_) => panic!("the call should fail with {want:?}"),
             Err(e) => {
                 assert_eq!(e.kind(), kind, "{}", e.message());
-                assert!(e.message().contains(want), "{:?} does not contain {want:?}", e.message());
+                assert!(
+                    e.message().contains(want),
+                    "{:?} does not contain {want:?}",
+                    e.message()
+                );
             }
         }
     }
@@ -1131,23 +1125,71 @@ mod tests {
         };
         let ok: [&[i64]; 4] = [&[1, 3, 8], &[4, 3, 3], &[4], &[1, 4, 8]];
         run(&good, &ok).unwrap();
-        message(run(&good[..3], &[]), VALUE_ERROR, "conv1d: expected at least 6 arguments");
-        message(run(&good, &ok[..3]), VALUE_ERROR, "conv1d: expected 10 arguments with has_bias=1, got 9");
-        message(run(&[0, 1, 1, 1, 1, 1], &ok), VALUE_ERROR, "conv1d: stride: expected a value in [1, 2147483647], got 0");
-        message(run(&[1, -1, 1, 1, 1, 1], &ok), VALUE_ERROR, "conv1d: pad_left: expected a value in [0,");
-        message(run(&[1, 1, 1, 0, 1, 1], &ok), VALUE_ERROR, "conv1d: dilation: expected a value in [1,");
-        message(run(&[1, 1, 1, 1, 1, 2], &ok), VALUE_ERROR, "conv1d: has_bias: expected 0 or 1, got 2");
-        message(run(&[1, 1, 1, 1, 2, 1], &ok), VALUE_ERROR, "conv1d: groups: 2 does not divide the 3 input channels of x");
+        message(
+            run(&good[..3], &[]),
+            VALUE_ERROR,
+            "conv1d: expected at least 6 arguments",
+        );
+        message(
+            run(&good, &ok[..3]),
+            VALUE_ERROR,
+            "conv1d: expected 10 arguments with has_bias=1, got 9",
+        );
+        message(
+            run(&[0, 1, 1, 1, 1, 1], &ok),
+            VALUE_ERROR,
+            "conv1d: stride: expected a value in [1, 2147483647], got 0",
+        );
+        message(
+            run(&[1, -1, 1, 1, 1, 1], &ok),
+            VALUE_ERROR,
+            "conv1d: pad_left: expected a value in [0,",
+        );
+        message(
+            run(&[1, 1, 1, 0, 1, 1], &ok),
+            VALUE_ERROR,
+            "conv1d: dilation: expected a value in [1,",
+        );
+        message(
+            run(&[1, 1, 1, 1, 1, 2], &ok),
+            VALUE_ERROR,
+            "conv1d: has_bias: expected 0 or 1, got 2",
+        );
+        message(
+            run(&[1, 1, 1, 1, 2, 1], &ok),
+            VALUE_ERROR,
+            "conv1d: groups: 2 does not divide the 3 input channels of x",
+        );
         message(
             run(&[1, 1, 1, 1, 3, 1], &[&[1, 3, 8], &[4, 1, 3], &[4], &[1, 4, 8]]),
             VALUE_ERROR,
             "conv1d: groups: 3 does not divide the 4 output channels",
         );
-        message(run(&good, &[&[3, 8], &[4, 3, 3], &[4], &[1, 4, 8]]), VALUE_ERROR, "conv1d: x: expected rank 3, got rank 2");
-        message(run(&good, &[&[1, 3, 8], &[4, 2, 3], &[4], &[1, 4, 8]]), VALUE_ERROR, "conv1d: w: expected shape [4, 3, 3], got [4, 2, 3]");
-        message(run(&good, &[&[1, 3, 8], &[4, 3, 0], &[4], &[1, 4, 8]]), VALUE_ERROR, "conv1d: w: the kernel size must be at least 1");
-        message(run(&good, &[&[1, 3, 8], &[4, 3, 3], &[5], &[1, 4, 8]]), VALUE_ERROR, "conv1d: bias: expected shape [4], got [5]");
-        message(run(&good, &[&[1, 3, 8], &[4, 3, 3], &[4], &[1, 4, 9]]), VALUE_ERROR, "conv1d: out: expected shape [1, 4, 8], got [1, 4, 9]");
+        message(
+            run(&good, &[&[3, 8], &[4, 3, 3], &[4], &[1, 4, 8]]),
+            VALUE_ERROR,
+            "conv1d: x: expected rank 3, got rank 2",
+        );
+        message(
+            run(&good, &[&[1, 3, 8], &[4, 2, 3], &[4], &[1, 4, 8]]),
+            VALUE_ERROR,
+            "conv1d: w: expected shape [4, 3, 3], got [4, 2, 3]",
+        );
+        message(
+            run(&good, &[&[1, 3, 8], &[4, 3, 0], &[4], &[1, 4, 8]]),
+            VALUE_ERROR,
+            "conv1d: w: the kernel size must be at least 1",
+        );
+        message(
+            run(&good, &[&[1, 3, 8], &[4, 3, 3], &[5], &[1, 4, 8]]),
+            VALUE_ERROR,
+            "conv1d: bias: expected shape [4], got [5]",
+        );
+        message(
+            run(&good, &[&[1, 3, 8], &[4, 3, 3], &[4], &[1, 4, 9]]),
+            VALUE_ERROR,
+            "conv1d: out: expected shape [1, 4, 8], got [1, 4, 9]",
+        );
         message(
             run(&[1, 0, 0, 1, 1, 1], &[&[1, 3, 2], &[4, 3, 3], &[4], &[1, 4, 1]]),
             VALUE_ERROR,
@@ -1160,19 +1202,31 @@ mod tests {
         let mut o = f32s(&[1, 4, 8]);
         let views = [x.view(), w.view(), o.view()];
         let ints = [1i64, 1, 1, 1, 1, 0];
-        message(f.call_packed(&args_of(&ints, &views)), TYPE_ERROR, "conv1d: x: expected dtype float32, got int64");
+        message(
+            f.call_packed(&args_of(&ints, &views)),
+            TYPE_ERROR,
+            "conv1d: x: expected dtype float32, got int64",
+        );
         let mut args = args_of(&ints, &views);
         args[6] = AnyView::from(&ints[0]);
         message(f.call_packed(&args), TYPE_ERROR, "conv1d: x: expected a tensor");
         let mut x = f32s(&[1, 3, 8]);
         let mut so = Owned::strided(vec![0.0f32; 32], &[1, 4, 8], &[32, 1, 4], 0);
         let views = [x.view(), w.view(), so.view()];
-        message(f.call_packed(&args_of(&ints, &views)), VALUE_ERROR, "conv1d: out: output tensors must be contiguous");
+        message(
+            f.call_packed(&args_of(&ints, &views)),
+            VALUE_ERROR,
+            "conv1d: out: output tensors must be contiguous",
+        );
         let mut sq = f32s(&[1, 4, 8]);
         let mut w4 = f32s(&[4, 4, 3]);
         let v = sq.view();
         let views = [v, w4.view(), sq.view()];
-        message(f.call_packed(&args_of(&ints, &views)), VALUE_ERROR, "conv1d: out: output memory overlaps input x");
+        message(
+            f.call_packed(&args_of(&ints, &views)),
+            VALUE_ERROR,
+            "conv1d: out: output memory overlaps input x",
+        );
     }
 
     #[test]
@@ -1187,18 +1241,46 @@ mod tests {
         let good = [2i64, 1, 1, 1, 1, 1, 1];
         let ok: [&[i64]; 4] = [&[1, 4, 5], &[4, 3, 3], &[3], &[1, 3, 10]];
         run(&good, &ok).unwrap();
-        message(run(&good[..6], &[]), VALUE_ERROR, "conv1d_transpose: expected at least 7 arguments");
-        message(run(&good, &ok[..3]), VALUE_ERROR, "conv1d_transpose: expected 11 arguments with has_bias=1, got 10");
+        message(
+            run(&good[..6], &[]),
+            VALUE_ERROR,
+            "conv1d_transpose: expected at least 7 arguments",
+        );
+        message(
+            run(&good, &ok[..3]),
+            VALUE_ERROR,
+            "conv1d_transpose: expected 11 arguments with has_bias=1, got 10",
+        );
         message(
             run(&[2, 1, 1, 2, 1, 1, 1], &ok),
             VALUE_ERROR,
             "conv1d_transpose: output_padding: must be smaller than stride or dilation",
         );
-        message(run(&[2, 1, 1, 1, 1, 0, 1], &ok), VALUE_ERROR, "conv1d_transpose: groups: expected a value in [1,");
-        message(run(&[2, 1, 1, 1, 1, 3, 1], &ok), VALUE_ERROR, "conv1d_transpose: groups: 3 does not divide the 4 input channels of x");
-        message(run(&good, &[&[1, 4, 5], &[3, 3, 3], &[3], &[1, 3, 10]]), VALUE_ERROR, "conv1d_transpose: w: expected shape [4, 3, 3], got [3, 3, 3]");
-        message(run(&good, &[&[1, 4, 5], &[4, 3, 3], &[3], &[1, 3, 11]]), VALUE_ERROR, "conv1d_transpose: out: expected shape [1, 3, 10], got [1, 3, 11]");
-        message(run(&good, &[&[1, 4, 5], &[4, 3, 3], &[4], &[1, 3, 10]]), VALUE_ERROR, "conv1d_transpose: bias: expected shape [3], got [4]");
+        message(
+            run(&[2, 1, 1, 1, 1, 0, 1], &ok),
+            VALUE_ERROR,
+            "conv1d_transpose: groups: expected a value in [1,",
+        );
+        message(
+            run(&[2, 1, 1, 1, 1, 3, 1], &ok),
+            VALUE_ERROR,
+            "conv1d_transpose: groups: 3 does not divide the 4 input channels of x",
+        );
+        message(
+            run(&good, &[&[1, 4, 5], &[3, 3, 3], &[3], &[1, 3, 10]]),
+            VALUE_ERROR,
+            "conv1d_transpose: w: expected shape [4, 3, 3], got [3, 3, 3]",
+        );
+        message(
+            run(&good, &[&[1, 4, 5], &[4, 3, 3], &[3], &[1, 3, 11]]),
+            VALUE_ERROR,
+            "conv1d_transpose: out: expected shape [1, 3, 10], got [1, 3, 11]",
+        );
+        message(
+            run(&good, &[&[1, 4, 5], &[4, 3, 3], &[4], &[1, 3, 10]]),
+            VALUE_ERROR,
+            "conv1d_transpose: bias: expected shape [3], got [4]",
+        );
         message(
             run(&[1, 3, 3, 0, 1, 1, 0], &[&[1, 4, 2], &[4, 3, 3], &[1, 3, 1]]),
             VALUE_ERROR,
@@ -1211,9 +1293,17 @@ mod tests {
         let c = config(&(1, 2, 2, 4, 3, 1, 1, 1, 1, 1, 0, false, false));
         let mut out = vec![0.0f32; 8];
         let err = conv1d_forward(&c, &[0.0; 7], &[0.0; 12], None, &mut out).unwrap_err();
-        assert!(err.message().contains("conv1d: x: expected 8 elements"), "{}", err.message());
+        assert!(
+            err.message().contains("conv1d: x: expected 8 elements"),
+            "{}",
+            err.message()
+        );
         let err = conv1d_transpose_forward(&c, &[0.0; 8], &[0.0; 12], Some(&[0.0; 3]), &mut out).unwrap_err();
-        assert!(err.message().contains("conv1d_transpose: bias: expected 2 elements"), "{}", err.message());
+        assert!(
+            err.message().contains("conv1d_transpose: bias: expected 2 elements"),
+            "{}",
+            err.message()
+        );
     }
 
     /// `cargo test --release -p tvm-ext bench_conv -- --ignored --nocapture`
@@ -1221,8 +1311,13 @@ mod tests {
     #[ignore]
     fn bench_conv() {
         let reps_for = |flops: f64| ((2e10 / flops) as usize).clamp(2, 200);
-        let conv: &[(usize, usize, usize, usize, usize)] =
-            &[(128, 128, 7, 3, 19200), (256, 256, 11, 5, 3200), (512, 512, 3, 1, 320), (128, 128, 3, 1, 19200), (512, 512, 7, 1, 320)];
+        let conv: &[(usize, usize, usize, usize, usize)] = &[
+            (128, 128, 7, 3, 19200),
+            (256, 256, 11, 5, 3200),
+            (512, 512, 3, 1, 320),
+            (128, 128, 3, 1, 19200),
+            (512, 512, 7, 1, 320),
+        ];
         for &(cin, cout, k, d, l) in conv {
             let p = d * (k - 1) / 2;
             let c = config(&(1, cin, cout, l, k, 1, p, p, d, 1, 0, true, false));
@@ -1241,10 +1336,21 @@ mod tests {
                 }
                 best = best.min(t.elapsed().as_secs_f64() / reps as f64);
             }
-            println!("conv1d {cin}->{cout} k{k} d{d} L{l}: {:.3} ms {:.1} GFLOP/s", best * 1e3, flops / best / 1e9);
+            println!(
+                "conv1d {cin}->{cout} k{k} d{d} L{l}: {:.3} ms {:.1} GFLOP/s",
+                best * 1e3,
+                flops / best / 1e9
+            );
         }
-        let tr: &[(usize, usize, usize, usize, usize, usize, usize, usize)] =
-            &[(512, 256, 20, 10, 5, 0, 1, 320), (256, 128, 12, 6, 3, 0, 1, 3200), (1090, 1090, 3, 2, 1, 1, 1090, 160), (512, 512, 3, 2, 1, 1, 512, 3200)];
+        // cin, cout, k, stride, pad, output_padding, groups, length
+        type Tr = (usize, usize, usize, usize, usize, usize, usize, usize);
+        let tr: &[Tr] = &[
+            (512, 256, 20, 10, 5, 0, 1, 320),
+            (512, 256, 20, 10, 5, 0, 1, 100),
+            (256, 128, 12, 6, 3, 0, 1, 3200),
+            (1090, 1090, 3, 2, 1, 1, 1090, 160),
+            (512, 512, 3, 2, 1, 1, 512, 3200),
+        ];
         for &(cin, cout, k, s, p, op, g, l) in tr {
             let c = config(&(1, cin, cout, l, k, s, p, p, 1, g, op, true, false));
             let lout = c.transpose_out_len().unwrap();
@@ -1262,47 +1368,11 @@ mod tests {
                 }
                 best = best.min(t.elapsed().as_secs_f64() / reps as f64);
             }
-            println!("convT {cin}->{cout} k{k} s{s} g{g} L{l}: {:.3} ms {:.1} GFLOP/s", best * 1e3, flops / best / 1e9);
-        }
-    }
-
-    /// `cargo test --release -p tvm-ext sweep_tiles -- --ignored --nocapture`
-    #[test]
-    #[ignore]
-    fn sweep_tiles() {
-        let time = |f: &mut dyn FnMut()| {
-            f();
-            let mut best = f64::MAX;
-            for _ in 0..5 {
-                let t = std::time::Instant::now();
-                f();
-                best = best.min(t.elapsed().as_secs_f64());
-            }
-            best
-        };
-        for tb in [1usize << 17, 1 << 18, 1 << 19, 1 << 20, 1 << 21] {
-            let tuning = Tuning { tile_bytes: tb, direct: Some(false) };
-            let mut line = format!("tile_bytes {tb:>8}:");
-            for &(cin, k, d, l) in &[(128usize, 7usize, 3usize, 19200usize), (512, 3, 1, 320), (256, 11, 5, 3200)] {
-                let p = d * (k - 1) / 2;
-                let c = config(&(1, cin, cin, l, k, 1, p, p, d, 1, 0, true, false));
-                let lout = c.conv_out_len().unwrap();
-                let mut rng = Rng(1);
-                let (x, w, b) = (rng.vec(cin * l), rng.vec(cin * cin * k), rng.vec(cin));
-                let mut out = vec![0.0f32; cin * lout];
-                let t = time(&mut || conv1d_run(&c, lout, &x, &w, Some(&b), &mut out, tuning).unwrap());
-                line += &format!(" conv{cin}k{k}:{:.0}", 2.0 * (cin * cin * k * lout) as f64 / t / 1e9);
-            }
-            for &(cin, cout, k, s, p, l) in &[(512usize, 256usize, 20usize, 10usize, 5usize, 320usize), (256, 128, 12, 6, 3, 3200)] {
-                let c = config(&(1, cin, cout, l, k, s, p, p, 1, 1, 0, true, false));
-                let lout = c.transpose_out_len().unwrap();
-                let mut rng = Rng(2);
-                let (x, w, b) = (rng.vec(cin * l), rng.vec(cin * cout * k), rng.vec(cout));
-                let mut out = vec![0.0f32; cout * lout];
-                let t = time(&mut || transpose_run(&c, lout, &x, &w, Some(&b), &mut out, tuning).unwrap());
-                line += &format!(" convT{cin}:{:.0}", 2.0 * (cin * cout * k * l) as f64 / t / 1e9);
-            }
-            println!("{line}");
+            println!(
+                "convT {cin}->{cout} k{k} s{s} g{g} L{l}: {:.3} ms {:.1} GFLOP/s",
+                best * 1e3,
+                flops / best / 1e9
+            );
         }
     }
 }

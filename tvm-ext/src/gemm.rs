@@ -80,13 +80,17 @@ unsafe impl Sync for SharedMut {}
 
 impl SharedMut {
     pub fn new(s: &mut [f32]) -> Self {
-        Self { ptr: s.as_mut_ptr(), len: s.len() }
+        Self {
+            ptr: s.as_mut_ptr(),
+            len: s.len(),
+        }
     }
 
     /// The elements `start..start + n`, checked against the length.
     ///
     /// # Safety
     /// No other live reference may cover these elements.
+    #[allow(clippy::mut_from_ref)] // the point of this type; see the safety contract
     pub unsafe fn slice(&self, start: usize, n: usize) -> std::result::Result<&mut [f32], JobError> {
         match start.checked_add(n) {
             Some(end) if end <= self.len => Ok(std::slice::from_raw_parts_mut(self.ptr.add(start), n)),
@@ -142,6 +146,13 @@ pub(crate) unsafe fn sgemm_shared(
         return Ok(());
     }
     check_fits(dst.len, dl, m, n, "destination")?;
+    // Distinct destination elements: rows apart by a whole row, or columns by a
+    // whole column.
+    let rows_apart = dl.cs >= 1 && (m == 1 || dl.rs >= n.saturating_mul(dl.cs));
+    let cols_apart = dl.rs >= 1 && (n == 1 || dl.cs >= m.saturating_mul(dl.rs));
+    if !(rows_apart || cols_apart || (m == 1 && n == 1)) {
+        return Err(JobError(format!("destination layout {dl:?} aliases its own elements")));
+    }
     if k > 0 {
         check_fits(a.len(), al, m, k, "left")?;
         check_fits(b.len(), bl, k, n, "right")?;
@@ -195,40 +206,33 @@ pub(crate) unsafe fn sgemm_shared(
 static POOL: std::sync::Mutex<Vec<Vec<f32>>> = std::sync::Mutex::new(Vec::new());
 /// At most this many buffers are kept...
 const POOL_BUFFERS: usize = 8;
-/// ...each of at most this many elements (64 MiB).
-const POOL_MAX_LEN: usize = 16 << 20;
+/// ...each of at most this many elements (8 MiB); kernels size their blocks
+/// to about 1 MiB, so the pool stays small.
+const POOL_MAX_LEN: usize = 2 << 20;
 
 /// A `Vec<f32>` taken from the pool and given back when dropped.
 pub(crate) struct Scratch(Vec<f32>);
 
 impl Scratch {
-    /// An empty buffer with room for at least `len` elements: the smallest pooled
-    /// buffer that is large enough, else a new one.
-    pub fn with_capacity(len: usize) -> Self {
+    /// An empty buffer, for a job whose size is not known yet: the largest pooled
+    /// buffer, which is the least likely to need growing.
+    pub fn new() -> Self {
         let taken = POOL.lock().ok().and_then(|mut p| {
-            let best = p
-                .iter()
-                .enumerate()
-                .filter(|(_, v)| v.capacity() >= len)
-                .min_by_key(|(_, v)| v.capacity())
-                .map(|(i, _)| i)?;
-            Some(p.swap_remove(best))
+            let i = p.iter().enumerate().max_by_key(|(_, v)| v.capacity()).map(|(i, _)| i)?;
+            Some(p.swap_remove(i))
         });
         let mut v = taken.unwrap_or_default();
         v.clear();
-        v.reserve(len);
         Scratch(v)
-    }
-
-    /// An empty buffer, with whatever capacity a pooled one had.
-    pub fn new() -> Self {
-        Self::with_capacity(0)
     }
 
     /// Sets the length to `len`; the contents are unspecified (but initialised).
     pub fn set_len(&mut self, len: usize) {
         self.0.resize(len, 0.0);
         self.0.truncate(len);
+        // Tests see NaN wherever a kernel would read what it did not write.
+        #[cfg(test)]
+        self.0.fill(f32::NAN);
     }
 }
 
@@ -340,12 +344,26 @@ mod tests {
 
     #[test]
     fn strided_layouts_and_accumulation() {
-        for &(m, n, k, par) in &[(1, 1, 1, false), (7, 5, 3, true), (33, 17, 65, false), (70, 90, 40, true), (3, 4, 0, false)] {
+        for &(m, n, k, par) in &[
+            (1, 1, 1, false),
+            (7, 5, 3, true),
+            (33, 17, 65, false),
+            (70, 90, 40, true),
+            (3, 4, 0, false),
+        ] {
             let a: Vec<f32> = (0..2 + m * k * 2).map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.1).collect();
             let b: Vec<f32> = (0..3 + k * n * 3).map(|i| ((i * 5 % 11) as f32 - 5.0) * 0.1).collect();
             // a transposed (column-major) at offset 2, b with a column stride of 3.
-            let al = Layout { offset: 2, rs: 1, cs: m.max(1) };
-            let bl = Layout { offset: 3, rs: 3 * n, cs: 3 };
+            let al = Layout {
+                offset: 2,
+                rs: 1,
+                cs: m.max(1),
+            };
+            let bl = Layout {
+                offset: 3,
+                rs: 3 * n,
+                cs: 3,
+            };
             let want = naive(m, n, k, &a, al, &b, bl);
             let mut dst = vec![1.0f32; m * n + 4];
             sgemm(m, n, k, &a, al, &b, bl, &mut dst, Layout::row_major(4, n), true, par).unwrap();
@@ -365,12 +383,52 @@ mod tests {
         let a = vec![0.0f32; 6];
         let b = vec![0.0f32; 6];
         let mut d = vec![0.0f32; 4];
-        let err = sgemm(2, 2, 3, &a, Layout::row_major(0, 3), &b, Layout::row_major(0, 2), &mut d, Layout::row_major(1, 2), false, false)
-            .unwrap_err();
+        let err = sgemm(
+            2,
+            2,
+            3,
+            &a,
+            Layout::row_major(0, 3),
+            &b,
+            Layout::row_major(0, 2),
+            &mut d,
+            Layout::row_major(1, 2),
+            false,
+            false,
+        )
+        .unwrap_err();
         assert!(err.0.contains("destination"), "{}", err.0);
-        let err = sgemm(2, 2, 3, &a, Layout::row_major(1, 3), &b, Layout::row_major(0, 2), &mut d, Layout::row_major(0, 2), false, false)
-            .unwrap_err();
+        let err = sgemm(
+            2,
+            2,
+            3,
+            &a,
+            Layout::row_major(1, 3),
+            &b,
+            Layout::row_major(0, 2),
+            &mut d,
+            Layout::row_major(0, 2),
+            false,
+            false,
+        )
+        .unwrap_err();
         assert!(err.0.contains("left"), "{}", err.0);
+        let mut d = vec![0.0f32; 8];
+        let err = sgemm(
+            2,
+            2,
+            3,
+            &a,
+            Layout::row_major(0, 3),
+            &b,
+            Layout::row_major(0, 2),
+            &mut d,
+            Layout::row_major(0, 1),
+            false,
+            false,
+        )
+        .unwrap_err();
+        assert!(err.0.contains("aliases"), "{}", err.0);
     }
 }
 
@@ -382,7 +440,16 @@ mod bench {
     #[test]
     #[ignore]
     fn bench_gemm() {
-        for &(m, n, k) in &[(512usize, 512usize, 512usize), (128, 256, 896), (128, 512, 896), (128, 1024, 896), (256, 256, 2816), (512, 160, 1536), (2560, 80, 1024), (2560, 208, 1024)] {
+        for &(m, n, k) in &[
+            (512usize, 512usize, 512usize),
+            (128, 256, 896),
+            (2560, 208, 1024),
+            (64, 512, 512),
+            (64, 768, 768),
+            (64, 3072, 768),
+            (64, 768, 3072),
+            (510, 768, 128),
+        ] {
             let a = vec![0.5f32; m * k];
             let b = vec![0.25f32; k * n];
             let mut c = vec![0.0f32; m * n];
@@ -393,7 +460,20 @@ mod bench {
                 for _ in 0..3 {
                     let t = std::time::Instant::now();
                     for _ in 0..reps {
-                        sgemm(m, n, k, &a, Layout::row_major(0, k), &b, Layout::row_major(0, n), &mut c, Layout::row_major(0, n), false, par).unwrap();
+                        sgemm(
+                            m,
+                            n,
+                            k,
+                            &a,
+                            Layout::row_major(0, k),
+                            &b,
+                            Layout::row_major(0, n),
+                            &mut c,
+                            Layout::row_major(0, n),
+                            false,
+                            par,
+                        )
+                        .unwrap();
                     }
                     best = best.min(t.elapsed().as_secs_f64() / reps as f64);
                 }
@@ -402,12 +482,31 @@ mod bench {
                     let t = std::time::Instant::now();
                     for _ in 0..reps {
                         unsafe {
-                            matrixmultiply::sgemm(m, k, n, 1.0, a.as_ptr(), k as isize, 1, b.as_ptr(), n as isize, 1, 0.0, c.as_mut_ptr(), n as isize, 1);
+                            matrixmultiply::sgemm(
+                                m,
+                                k,
+                                n,
+                                1.0,
+                                a.as_ptr(),
+                                k as isize,
+                                1,
+                                b.as_ptr(),
+                                n as isize,
+                                1,
+                                0.0,
+                                c.as_mut_ptr(),
+                                n as isize,
+                                1,
+                            );
                         }
                     }
                     best2 = best2.min(t.elapsed().as_secs_f64() / reps as f64);
                 }
-                println!("{m}x{n}x{k} par={par}: gemm {:.1} GFLOP/s, matrixmultiply {:.1} GFLOP/s", flops / best / 1e9, flops / best2 / 1e9);
+                println!(
+                    "{m}x{n}x{k} par={par}: gemm {:.1} GFLOP/s, matrixmultiply {:.1} GFLOP/s",
+                    flops / best / 1e9,
+                    flops / best2 / 1e9
+                );
             }
         }
     }

@@ -13,12 +13,17 @@
 //! )   out = x @ w + bias
 //! ```
 //!
-//! One call of the `gemm` crate (AVX-512 kernels, split over rayon's global pool
-//! when the product is large enough), accumulating into `out` prefilled with
-//! the bias. [`matmul_forward`] is the same kernel for plain Rust callers.
-use tvm_ffi::{ensure, Any, AnyView, Function, Result, VALUE_ERROR};
+//! The output columns are split into blocks, one rayon job each (two per thread
+//! when wide enough, for balance on a busy machine): a job fills its block with
+//! the bias and accumulates `x @ w[:, block]` into it with one single-threaded
+//! call of the `gemm` crate (AVX-512 kernels), reading only its share of the
+//! weights. Narrow outputs use one `gemm` call split over the pool instead.
+//! [`matmul_forward`] is the same kernel for plain Rust callers.
+use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, VALUE_ERROR};
 
-use crate::gemm::{flag_arg, internal, overlaps, sgemm, span, tensor_arg, Layout};
+use rayon::prelude::*;
+
+use crate::gemm::{flag_arg, internal, overlaps, sgemm_shared, span, tensor_arg, threads, JobError, Layout, SharedMut};
 use crate::tensor::{check_dtype, expect_shape, input, output, shape_of};
 
 /// The registered function.
@@ -31,7 +36,11 @@ pub fn function() -> Function {
 
 /// Parses and validates the packed arguments, then runs [`matmul_forward`].
 pub fn matmul_packed(args: &[AnyView]) -> Result<()> {
-    ensure!(!args.is_empty(), VALUE_ERROR, "matmul: expected at least 1 argument (has_bias), got 0");
+    ensure!(
+        !args.is_empty(),
+        VALUE_ERROR,
+        "matmul: expected at least 1 argument (has_bias), got 0"
+    );
     let has_bias = flag_arg(args[0], "matmul: has_bias")?;
     let expected = 4 + has_bias as usize;
     ensure!(
@@ -43,7 +52,11 @@ pub fn matmul_packed(args: &[AnyView]) -> Result<()> {
     );
     let x = tensor_arg(args[1], "matmul: x")?;
     let w = tensor_arg(args[2], "matmul: w")?;
-    let bias = if has_bias { Some(tensor_arg(args[3], "matmul: bias")?) } else { None };
+    let bias = if has_bias {
+        Some(tensor_arg(args[3], "matmul: bias")?)
+    } else {
+        None
+    };
     let out = tensor_arg(args[expected - 1], "matmul: out")?;
     check_dtype::<f32>(&x, "matmul: x")?;
     check_dtype::<f32>(&w, "matmul: w")?;
@@ -53,11 +66,7 @@ pub fn matmul_packed(args: &[AnyView]) -> Result<()> {
     check_dtype::<f32>(&out, "matmul: out")?;
 
     let xs = x.shape().to_vec();
-    ensure!(
-        !xs.is_empty(),
-        VALUE_ERROR,
-        "matmul: x: expected rank >= 1, got rank 0"
-    );
+    ensure!(!xs.is_empty(), VALUE_ERROR, "matmul: x: expected rank >= 1, got rank 0");
     let k = xs[xs.len() - 1];
     let ws = shape_of(&w, "matmul: w", 2)?;
     let n = ws[1];
@@ -78,12 +87,30 @@ pub fn matmul_packed(args: &[AnyView]) -> Result<()> {
     };
     let od = output::<f32>(&out, "matmul: out")?;
     let o = span(od);
-    ensure!(!overlaps(o, span(&xd)), VALUE_ERROR, "matmul: out: output memory overlaps input x");
-    ensure!(!overlaps(o, span(&wd)), VALUE_ERROR, "matmul: out: output memory overlaps input w");
+    ensure!(
+        !overlaps(o, span(&xd)),
+        VALUE_ERROR,
+        "matmul: out: output memory overlaps input x"
+    );
+    ensure!(
+        !overlaps(o, span(&wd)),
+        VALUE_ERROR,
+        "matmul: out: output memory overlaps input w"
+    );
     if let Some(b) = &bd {
-        ensure!(!overlaps(o, span(b)), VALUE_ERROR, "matmul: out: output memory overlaps input bias");
+        ensure!(
+            !overlaps(o, span(b)),
+            VALUE_ERROR,
+            "matmul: out: output memory overlaps input bias"
+        );
     }
-    let rows = xs[..xs.len() - 1].iter().map(|&d| d.max(0) as usize).product();
+    let rows = match xs[..xs.len() - 1]
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d.max(0) as usize))
+    {
+        Some(r) => r,
+        None => bail!(VALUE_ERROR, "matmul: x: the row count of shape {:?} overflows", xs),
+    };
     matmul_forward(rows, k.max(0) as usize, n.max(0) as usize, &xd, &wd, bd.as_deref(), od)
 }
 
@@ -98,7 +125,11 @@ pub fn matmul_forward(
     out: &mut [f32],
 ) -> Result<()> {
     let len = |dims: &[usize]| dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-    for (name, got, dims) in [("x", x.len(), [rows, k]), ("w", w.len(), [k, n]), ("out", out.len(), [rows, n])] {
+    for (name, got, dims) in [
+        ("x", x.len(), [rows, k]),
+        ("w", w.len(), [k, n]),
+        ("out", out.len(), [rows, n]),
+    ] {
         ensure!(
             len(&dims) == Some(got),
             VALUE_ERROR,
@@ -107,28 +138,313 @@ pub fn matmul_forward(
         );
     }
     if let Some(b) = bias {
-        ensure!(b.len() == n, VALUE_ERROR, "matmul: bias: expected {n} elements, got {}", b.len());
+        ensure!(
+            b.len() == n,
+            VALUE_ERROR,
+            "matmul: bias: expected {n} elements, got {}",
+            b.len()
+        );
     }
     if rows == 0 || n == 0 {
         return Ok(());
     }
-    if let Some(b) = bias {
-        for row in out.chunks_exact_mut(n) {
-            row.copy_from_slice(b);
+    let parts = column_parts(n, threads());
+    let out = SharedMut::new(out);
+    // One job per block of output columns: it fills its block with the bias and
+    // multiplies x by its block of w, reading only that part of the weights.
+    let job = |p: usize, parallel: bool| -> std::result::Result<(), JobError> {
+        let width = n.div_ceil(parts);
+        let n0 = p * width;
+        let nn = width.min(n - n0);
+        if let Some(b) = bias {
+            for r in 0..rows {
+                // SAFETY: this job alone owns columns n0..n0+nn of every row.
+                unsafe { out.slice(r * n + n0, nn)? }.copy_from_slice(&b[n0..n0 + nn]);
+            }
+        }
+        // SAFETY: as above.
+        unsafe {
+            sgemm_shared(
+                rows,
+                nn,
+                k,
+                x,
+                Layout::row_major(0, k),
+                w,
+                Layout::row_major(n0, n),
+                out,
+                Layout::row_major(n0, n),
+                bias.is_some(),
+                parallel,
+            )
+        }
+    };
+    let r = if parts > 1 {
+        (0..parts)
+            .into_par_iter()
+            .with_max_len(1)
+            .try_for_each(|p| job(p, false))
+    } else {
+        job(0, true)
+    };
+    r.map_err(|e| internal("matmul", e))
+}
+
+/// How many column blocks to split `n` output columns into: two per thread when
+/// the blocks stay at least 128 wide (so a busy core delays less), one per
+/// thread when they stay at least 64 wide, else one block for a GEMM that
+/// splits itself.
+fn column_parts(n: usize, threads: usize) -> usize {
+    if threads <= 1 {
+        1
+    } else if n / (2 * threads) >= 128 {
+        2 * threads
+    } else if n / threads >= 64 {
+        threads
+    } else {
+        1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::testing::Owned;
+    use tvm_ffi::{TensorView, TYPE_ERROR};
+
+    fn data(n: usize, seed: usize) -> Vec<f32> {
+        (0..n)
+            .map(|i| (((i * 7919 + seed * 104729) % 2001) as f32 / 1000.0) - 1.0)
+            .collect()
+    }
+
+    fn args_of<'a>(flag: &'a i64, views: &'a [TensorView]) -> Vec<AnyView<'a>> {
+        let mut args = vec![AnyView::from(flag)];
+        args.extend(views.iter().map(AnyView::from));
+        args
+    }
+
+    /// Runs the packed function on `x` (shape `xs`, optionally stored transposed
+    /// in its last two dims) and checks against an f64 reference.
+    fn check(xs: &[i64], n: usize, has_bias: bool, transposed_x: bool) {
+        let k = *xs.last().unwrap() as usize;
+        let rows: usize = xs[..xs.len() - 1].iter().map(|&d| d as usize).product();
+        let x = data(rows * k, 1);
+        let w = data(k * n, 2);
+        let b = data(n, 3);
+        let mut xt = if transposed_x {
+            // Rank 2 only: store x^T and view it with swapped strides.
+            let r = rows;
+            let mut st = vec![0.0f32; r * k];
+            for i in 0..r {
+                for j in 0..k {
+                    st[j * r + i] = x[i * k + j];
+                }
+            }
+            Owned::strided(st, xs, &[1, r as i64], 0)
+        } else {
+            Owned::new(x.clone(), xs)
+        };
+        let mut wt = Owned::new(w.clone(), &[k as i64, n as i64]);
+        let mut bt = Owned::new(b.clone(), &[n as i64]);
+        let mut os = xs.to_vec();
+        *os.last_mut().unwrap() = n as i64;
+        let mut ot = Owned::new(vec![f32::NAN; rows * n], &os);
+        let mut views = vec![xt.view(), wt.view()];
+        if has_bias {
+            views.push(bt.view());
+        }
+        views.push(ot.view());
+        let flag = has_bias as i64;
+        function()
+            .call_packed(&args_of(&flag, &views))
+            .unwrap_or_else(|e| panic!("{xs:?} n={n}: {}", e.message()));
+        drop(views);
+        for i in 0..rows {
+            for j in 0..n {
+                let mut acc = if has_bias { b[j] as f64 } else { 0.0 };
+                let mut mag = acc.abs();
+                for l in 0..k {
+                    let t = x[i * k + l] as f64 * w[l * n + j] as f64;
+                    acc += t;
+                    mag += t.abs();
+                }
+                let got = ot.data[i * n + j] as f64;
+                assert!(
+                    (got - acc).abs() <= 1e-4 * (1.0 + mag),
+                    "{xs:?} n={n} bias={has_bias}: [{i}, {j}] got {got}, want {acc}"
+                );
+            }
         }
     }
-    sgemm(
-        rows,
-        n,
-        k,
-        x,
-        Layout::row_major(0, k),
-        w,
-        Layout::row_major(0, n),
-        out,
-        Layout::row_major(0, n),
-        bias.is_some(),
-        true,
-    )
-    .map_err(|e| internal("matmul", e))
+
+    #[test]
+    fn matches_reference() {
+        check(&[1, 1], 1, false, false);
+        check(&[1, 1], 1, true, false);
+        check(&[3, 5, 7], 9, true, false);
+        check(&[2, 3, 17], 33, false, false);
+        check(&[1, 64], 130, true, false);
+        check(&[70, 300], 20, true, false);
+        check(&[130, 96], 47, false, false);
+        check(&[19], 5, true, false);
+        check(&[0, 4], 3, true, false);
+        check(&[2, 0], 3, true, false);
+        check(&[23, 31], 17, true, true);
+    }
+
+    fn err_of(r: Result<Any>) -> tvm_ffi::Error {
+        match r {
+            Ok(_) => panic!("the call should fail"),
+            Err(e) => e,
+        }
+    }
+
+    fn fails(shapes: &[&[i64]], has_bias: i64, kind: tvm_ffi::ErrorKind, want: &str) {
+        let mut ts: Vec<Owned<f32>> = shapes
+            .iter()
+            .map(|s| Owned::new(vec![0.25; s.iter().product::<i64>() as usize], s))
+            .collect();
+        let views: Vec<TensorView> = ts.iter_mut().map(|t| t.view()).collect();
+        match function().call_packed(&args_of(&has_bias, &views)) {
+            Ok(_) => panic!("expected failure {want:?}"),
+            Err(e) => {
+                assert_eq!(e.kind(), kind, "{}", e.message());
+                assert!(e.message().contains(want), "{:?} lacks {want:?}", e.message());
+            }
+        }
+    }
+
+    #[test]
+    fn rejects_bad_arguments() {
+        fails(
+            &[&[2, 3], &[3, 4], &[2, 4]],
+            2,
+            VALUE_ERROR,
+            "matmul: has_bias: expected 0 or 1, got 2",
+        );
+        fails(
+            &[&[2, 3], &[3, 4], &[2, 4]],
+            1,
+            VALUE_ERROR,
+            "matmul: expected 5 arguments with has_bias=1, got 4",
+        );
+        fails(
+            &[&[2, 3], &[3, 4], &[4], &[2, 4]],
+            0,
+            VALUE_ERROR,
+            "matmul: expected 4 arguments with has_bias=0, got 5",
+        );
+        fails(
+            &[&[2, 3], &[3, 4, 1], &[2, 4]],
+            0,
+            VALUE_ERROR,
+            "matmul: w: expected rank 2, got rank 3",
+        );
+        fails(
+            &[&[2, 3], &[5, 4], &[2, 4]],
+            0,
+            VALUE_ERROR,
+            "matmul: w: expected shape [3, 4], got [5, 4]",
+        );
+        fails(
+            &[&[2, 3], &[3, 4], &[3], &[2, 4]],
+            1,
+            VALUE_ERROR,
+            "matmul: bias: expected shape [4], got [3]",
+        );
+        fails(
+            &[&[2, 3], &[3, 4], &[2, 5]],
+            0,
+            VALUE_ERROR,
+            "matmul: out: expected shape [2, 4], got [2, 5]",
+        );
+        fails(
+            &[&[2, 2, 3], &[3, 4], &[4, 4]],
+            0,
+            VALUE_ERROR,
+            "matmul: out: expected rank 3, got rank 2 with shape [4, 4]",
+        );
+        fails(
+            &[&[], &[3, 4], &[4]],
+            0,
+            VALUE_ERROR,
+            "matmul: x: expected rank >= 1, got rank 0",
+        );
+        let r = function().call_packed(&[]);
+        assert!(err_of(r).message().contains("matmul: expected at least 1 argument"));
+
+        // dtype, non-tensor, strided and aliasing outputs.
+        let mut x = Owned::new(vec![1i64; 6], &[2, 3]);
+        let mut w = Owned::new(vec![0.5f32; 12], &[3, 4]);
+        let mut o = Owned::new(vec![0.0f32; 8], &[2, 4]);
+        let views = [x.view(), w.view(), o.view()];
+        let zero = 0i64;
+        let err = err_of(function().call_packed(&args_of(&zero, &views)));
+        assert_eq!(err.kind(), TYPE_ERROR);
+        assert!(
+            err.message().contains("matmul: x: expected dtype float32, got int64"),
+            "{}",
+            err.message()
+        );
+        let mut args = args_of(&zero, &views);
+        args[2] = AnyView::from(&zero);
+        let err = err_of(function().call_packed(&args));
+        assert!(
+            err.message().contains("matmul: w: expected a tensor"),
+            "{}",
+            err.message()
+        );
+        let mut x = Owned::new(vec![0.5f32; 6], &[2, 3]);
+        let mut so = Owned::strided(vec![0.0f32; 8], &[2, 4], &[1, 2], 0);
+        let views = [x.view(), w.view(), so.view()];
+        let err = err_of(function().call_packed(&args_of(&zero, &views)));
+        assert!(
+            err.message().contains("matmul: out: output tensors must be contiguous"),
+            "{}",
+            err.message()
+        );
+        let mut sq = Owned::new(vec![0.5f32; 9], &[3, 3]);
+        let mut w3 = Owned::new(vec![0.5f32; 9], &[3, 3]);
+        let v = sq.view();
+        let views = [v, w3.view(), sq.view()];
+        let err = err_of(function().call_packed(&args_of(&zero, &views)));
+        assert!(
+            err.message().contains("matmul: out: output memory overlaps input x"),
+            "{}",
+            err.message()
+        );
+    }
+
+    /// `cargo test --release -p tvm-ext bench_matmul -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn bench_matmul() {
+        for &(r, k, n) in &[
+            (510usize, 768usize, 3072usize),
+            (510, 3072, 768),
+            (510, 768, 768),
+            (510, 128, 768),
+            (64, 512, 512),
+        ] {
+            let (x, w, b) = (data(r * k, 1), data(k * n, 2), data(n, 3));
+            let mut out = vec![0.0f32; r * n];
+            let flops = 2.0 * (r * k * n) as f64;
+            let reps = ((1e10 / flops) as usize).clamp(3, 500);
+            matmul_forward(r, k, n, &x, &w, Some(&b), &mut out).unwrap();
+            let mut best = f64::MAX;
+            for _ in 0..3 {
+                let t = std::time::Instant::now();
+                for _ in 0..reps {
+                    matmul_forward(r, k, n, &x, &w, Some(&b), &mut out).unwrap();
+                }
+                best = best.min(t.elapsed().as_secs_f64() / reps as f64);
+            }
+            println!(
+                "matmul {r}x{k}x{n}: {:.3} ms {:.1} GFLOP/s",
+                best * 1e3,
+                flops / best / 1e9
+            );
+        }
+    }
 }
