@@ -31,8 +31,7 @@ TEXTS = {
         "Kokoro is a small text to speech model with eighty two million parameters. "
         "It turns phonemes into a waveform in two steps: first it predicts how long each sound lasts, "
         "then a vocoder builds the audio frame by frame. Running it on a plain processor should be "
-        "fast enough for real time use, and a compiler can help by fusing operations and picking good "
-        "kernels. This paragraph is long enough to measure whether the cost per second of audio stays "
+        "fast enough for real time use. This paragraph is long enough to measure whether the cost per second of audio stays "
         "flat as the input grows, which is what a deployment on an edge box or a server needs to know."
     ),
 }

@@ -41,9 +41,10 @@ def main() -> None:
     from tvm.relax.frontend.torch import from_exported_program as stock_from_exported_program
 
     import kokoro_tvm_ext
+    from kokoro_tvm_ext.compile import default_target
 
     torch.set_num_threads(args.threads)
-    target = tvm.target.Target({"kind": "llvm", "mcpu": "native"})
+    target = tvm.target.Target(default_target())
     torch.manual_seed(0)
     ref = nn.LSTM(INPUT, HIDDEN, batch_first=True, bidirectional=True).eval()
 
