@@ -33,22 +33,28 @@ def _packed(name: str, prims: list[int], tensors: list, out_ty) -> relax.Call:
     return relax.op.call_dps_packed(f"kokoro_tvm_ext.{name}", relax.Tuple(args), out_ty=out_ty)
 
 
-def conv1d_call(call: relax.Call):
+def _kernel_can_take(call: relax.Call, kernel_layout: str) -> bool:
+    """float32 in and out, in the layouts torch uses (the kernels' layouts)."""
     a = call.attrs
-    if (a.data_layout, a.kernel_layout, a.out_layout) != ("NCW", "OIW", "NCW"):
+    return (
+        (a.data_layout, a.kernel_layout, a.out_layout) == ("NCW", kernel_layout, "NCW")
+        and str(a.out_dtype) in ("", "float32")
+        and all(_is_f32(x) for x in call.args)
+    )
+
+
+def conv1d_call(call: relax.Call):
+    if not _kernel_can_take(call, "OIW"):
         return None
-    if str(a.out_dtype) not in ("", "float32") or not all(_is_f32(x) for x in call.args):
-        return None
+    a = call.attrs
     (stride,), (left, right), (dilation,) = _ints(a.strides), _ints(a.padding), _ints(a.dilation)
     return _packed("conv1d", [stride, left, right, dilation, int(a.groups), 0], call.args, call.ty)
 
 
 def conv1d_transpose_call(call: relax.Call):
+    if not _kernel_can_take(call, "IOW"):
+        return None
     a = call.attrs
-    if (a.data_layout, a.kernel_layout, a.out_layout) != ("NCW", "IOW", "NCW"):
-        return None
-    if str(a.out_dtype) not in ("", "float32") or not all(_is_f32(x) for x in call.args):
-        return None
     (stride,), (left, right), (out_pad,), (dilation,) = (
         _ints(a.strides), _ints(a.padding), _ints(a.output_padding), _ints(a.dilation)
     )
