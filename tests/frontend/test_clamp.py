@@ -63,3 +63,16 @@ def test_clamp_int_min_only_builds_where_stock_tvm_fails():
     ep = torch.export.export(Clamp(0, None), (torch.arange(-3, 3),))
     with pytest.raises(Exception, match="infinity"):
         tvm.compile(from_exported_program(ep), target="llvm")
+
+
+def test_clamp_with_a_symbolic_size_bound():
+    """A bound computed from the input's symbolic length, e.g. ``x.shape[0] - 8``."""
+
+    class SizeBound(torch.nn.Module):
+        def forward(self, x):
+            return torch.clamp(x, max=x.shape[0] - 8)
+
+    vm, _ = export_and_build(SizeBound(), (torch.arange(20),), dynamic_shapes=({0: T},))
+    for n in (3, 20, 57):
+        x = torch.arange(n) * 3 - 10
+        np.testing.assert_array_equal(run_vm(vm, x.numpy()), SizeBound()(x).numpy())

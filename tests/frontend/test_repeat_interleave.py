@@ -43,6 +43,14 @@ def test_indices_match_torch(indices_vm, repeats):
     np.testing.assert_array_equal(got, want)
 
 
+def test_int32_repeats_keep_their_dtype():
+    vm, _ = export_and_build(Indices(), (torch.tensor([1, 2, 3], dtype=torch.int32),), dynamic_shapes=({0: T},))
+    r = torch.tensor([2, 0, 1, 4], dtype=torch.int32)
+    got = run_vm(vm, r.numpy())
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, torch.repeat_interleave(r).numpy())
+
+
 def test_alignment_gather_matches_torch_at_two_lengths():
     F = torch.export.Dim("F", min=1, max=510)
     feats = torch.randn(4, 8)

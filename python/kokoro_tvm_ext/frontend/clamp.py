@@ -7,6 +7,7 @@ by a float bound yields a float tensor).
 """
 from __future__ import annotations
 
+import tvm
 from tvm import relax
 
 from .common import dtype_limits, output_dtype, tensor_dtype
@@ -26,7 +27,7 @@ def _emit_clamp(importer, node, x, lo, hi):
     if tensor_dtype(x) != dtype:
         x = bb.emit(relax.op.astype(x, dtype))
     lo_limit, hi_limit = dtype_limits(dtype)
-    # Tensor (or symbolic) bounds become elementwise maximum/minimum.
+    # Tensor and symbolic-size bounds become elementwise maximum/minimum.
     if isinstance(lo, relax.Expr):
         x = bb.emit(relax.op.maximum(x, _as_tensor(bb, lo, dtype)))
         lo = None
@@ -45,6 +46,11 @@ def _as_tensor(bb, bound: relax.Expr, dtype: str) -> relax.Expr:
         if str(bound.ty.dtype) != dtype:
             bound = bb.emit(relax.op.astype(bound, dtype))
         return bound
+    if isinstance(bound.ty, tvm.ir.PrimType):
+        # A symbolic size (e.g. ``x.shape[0] - 8``): a 0-d tensor holding its value.
+        as_shape = relax.ShapeExpr([tvm.tirx.Cast("int64", bound)])
+        scalar = bb.emit(relax.op.reshape(relax.op.shape_to_tensor(as_shape), []))
+        return bb.emit(relax.op.astype(scalar, dtype))
     raise TypeError(f"clamp: unsupported bound {bound} of type {bound.ty}")
 
 

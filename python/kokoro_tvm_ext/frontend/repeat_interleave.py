@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from tvm import relax, tirx
 
-from .common import tensor_dtype
+from .common import output_dtype, tensor_dtype
 from .registry import converter
 
 
@@ -39,4 +39,5 @@ def repeat_interleave(node, importer):
     passed = relax.op.greater_equal(
         relax.op.expand_dims(positions, axis=1), relax.op.expand_dims(ends, axis=0)
     )
-    return bb.emit(relax.op.sum(relax.op.astype(passed, "int64"), axis=[1]))
+    # torch returns the dtype of `repeats` (int64 or int32).
+    return bb.emit(relax.op.sum(relax.op.astype(passed, output_dtype(node)), axis=[1]))
