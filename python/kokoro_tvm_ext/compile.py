@@ -9,7 +9,6 @@ converters, merge them into one IRModule (entries ``text_stage`` and
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -101,7 +100,3 @@ def compile_kokoro(model, out_dir, *, target: dict | None = None, lstm_impl: str
     })
     step(f"done: {out_dir}")
     return out_dir
-
-
-def remove_artifact(out_dir) -> None:
-    shutil.rmtree(out_dir, ignore_errors=True)
