@@ -1,12 +1,33 @@
 """Compiled artifacts cached per (weights, TVM, plugin, CPU), so `say` compiles once."""
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
 from pathlib import Path
 
 from .runtime.artifact import LIBRARY, META
+
+
+# What decides the compiled code besides the weights: the compiler-side sources
+# and the native library. Hashing them means an upgraded (or edited) plugin never
+# reuses an artifact built by another version of itself.
+_COMPILER_SOURCES = ("frontend", "passes", "kokoro", "compile.py", "torch_lstm.py")
+
+
+def compiler_fingerprint() -> str:
+    from . import _native
+
+    package = Path(__file__).parent
+    files = [Path(_native.__file__)]
+    for name in _COMPILER_SOURCES:
+        path = package / name
+        files += sorted(path.rglob("*.py")) if path.is_dir() else [path]
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 def artifact_key(weights_fingerprint: str, lstm_impl: str = "plugin") -> str:
@@ -16,7 +37,8 @@ def artifact_key(weights_fingerprint: str, lstm_impl: str = "plugin") -> str:
     from . import __version__
 
     cpu = codegen.llvm_get_system_cpu()
-    return f"{weights_fingerprint[:24]}-tvm{tvm.__version__}-ext{__version__}-{cpu}-{lstm_impl}"
+    return (f"{weights_fingerprint[:24]}-tvm{tvm.__version__}-ext{__version__}-{compiler_fingerprint()}"
+            f"-{cpu}-{lstm_impl}")
 
 
 def cached_artifact_dir(key: str) -> Path:

@@ -1,0 +1,20 @@
+"""Cached artifacts are keyed by everything that decides the compiled code."""
+from __future__ import annotations
+
+from kokoro_tvm_ext import artifact_cache
+
+
+def test_editing_a_compiler_source_changes_the_key(tmp_path, monkeypatch):
+    package = tmp_path / "pkg"
+    (package / "passes").mkdir(parents=True)
+    source = package / "passes" / "pipeline.py"
+    source.write_text("PASSES = ['a']\n")
+    for name in ("compile.py", "torch_lstm.py"):
+        (package / name).write_text("")
+    monkeypatch.setattr(artifact_cache, "__file__", str(package / "artifact_cache.py"))
+    before = artifact_cache.artifact_key("weights-sha")
+    assert before == artifact_cache.artifact_key("weights-sha")  # stable
+    source.write_text("PASSES = ['a', 'b']\n")
+    after = artifact_cache.artifact_key("weights-sha")
+    assert after != before
+    assert artifact_cache.artifact_key("other-weights") != after
