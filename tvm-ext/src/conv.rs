@@ -375,6 +375,27 @@ fn expect_len(who: &str, name: &str, len: usize, dims: &[usize]) -> Result<()> {
     Ok(())
 }
 
+/// Checks the dense buffers of either convolution against `cfg`; `w_dims` is
+/// the weight shape, which differs between conv1d and conv1d_transpose.
+#[allow(clippy::too_many_arguments)]
+fn expect_buffers(
+    who: &str,
+    cfg: &Conv1dConfig,
+    lout: usize,
+    w_dims: &[usize],
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    out: &[f32],
+) -> Result<()> {
+    expect_len(who, "x", x.len(), &[cfg.batch, cfg.in_channels, cfg.length])?;
+    expect_len(who, "w", w.len(), w_dims)?;
+    if let Some(b) = bias {
+        expect_len(who, "bias", b.len(), &[cfg.out_channels])?;
+    }
+    expect_len(who, "out", out.len(), &[cfg.batch, cfg.out_channels, lout])
+}
+
 /// `conv1d` on dense row-major buffers: `x` `[B, Cin, L]`, `w` `[Cout, Cin/g,
 /// K]`, `bias` `[Cout]`, `out` `[B, Cout, Lout]`.
 pub fn conv1d_forward(cfg: &Conv1dConfig, x: &[f32], w: &[f32], bias: Option<&[f32]>, out: &mut [f32]) -> Result<()> {
@@ -384,13 +405,8 @@ pub fn conv1d_forward(cfg: &Conv1dConfig, x: &[f32], w: &[f32], bias: Option<&[f
         Some(n) => n,
         None => bail!(VALUE_ERROR, "conv1d: the output would be empty for {cfg:?}"),
     };
-    let g = cfg.groups;
-    expect_len(WHO, "x", x.len(), &[cfg.batch, cfg.in_channels, cfg.length])?;
-    expect_len(WHO, "w", w.len(), &[cfg.out_channels, cfg.in_channels / g, cfg.kernel])?;
-    if let Some(b) = bias {
-        expect_len(WHO, "bias", b.len(), &[cfg.out_channels])?;
-    }
-    expect_len(WHO, "out", out.len(), &[cfg.batch, cfg.out_channels, lout])?;
+    let w_dims = [cfg.out_channels, cfg.in_channels / cfg.groups, cfg.kernel];
+    expect_buffers(WHO, cfg, lout, &w_dims, x, w, bias, out)?;
     conv1d_run(cfg, lout, x, w, bias, out, TUNING).map_err(|e| internal(WHO, e))
 }
 
@@ -432,13 +448,8 @@ pub fn conv1d_transpose_forward(
         Some(n) => n,
         None => bail!(VALUE_ERROR, "conv1d_transpose: the output would be empty for {cfg:?}"),
     };
-    let g = cfg.groups;
-    expect_len(WHO, "x", x.len(), &[cfg.batch, cfg.in_channels, cfg.length])?;
-    expect_len(WHO, "w", w.len(), &[cfg.in_channels, cfg.out_channels / g, cfg.kernel])?;
-    if let Some(b) = bias {
-        expect_len(WHO, "bias", b.len(), &[cfg.out_channels])?;
-    }
-    expect_len(WHO, "out", out.len(), &[cfg.batch, cfg.out_channels, lout])?;
+    let w_dims = [cfg.in_channels, cfg.out_channels / cfg.groups, cfg.kernel];
+    expect_buffers(WHO, cfg, lout, &w_dims, x, w, bias, out)?;
     transpose_run(cfg, lout, x, w, bias, out, TUNING).map_err(|e| internal(WHO, e))
 }
 
