@@ -43,7 +43,7 @@ def _kernel_can_take(call: relax.Call, kernel_layout: str) -> bool:
     )
 
 
-def conv1d_call(call: relax.Call):
+def conv1d_call(call: relax.Call, _lookup):
     if not _kernel_can_take(call, "OIW"):
         return None
     a = call.attrs
@@ -51,7 +51,7 @@ def conv1d_call(call: relax.Call):
     return _packed("conv1d", [stride, left, right, dilation, int(a.groups), 0], call.args, call.ty)
 
 
-def conv1d_transpose_call(call: relax.Call):
+def conv1d_transpose_call(call: relax.Call, _lookup):
     if not _kernel_can_take(call, "IOW"):
         return None
     a = call.attrs
@@ -62,7 +62,7 @@ def conv1d_transpose_call(call: relax.Call):
     return _packed("conv1d_transpose", prims, call.args, call.ty)
 
 
-def matmul_call(call: relax.Call, lookup=lambda var: None):
+def matmul_call(call: relax.Call, lookup):
     x, w = call.args
     # With a symbolic batch, torch's bmm decomposition broadcasts the weight to
     # [B, K, N]; the kernel wants the one [K, N] matrix it came from.
@@ -83,6 +83,7 @@ def matmul_call(call: relax.Call, lookup=lambda var: None):
     return _packed("matmul", [0], [x, w], call.ty)
 
 
+# Each rewrite takes (call, lookup_binding) and returns the replacement, or None to keep the call.
 REWRITES = {CONV1D: conv1d_call, CONV1D_TRANSPOSE: conv1d_transpose_call, MATMUL: matmul_call}
 
 
@@ -93,10 +94,7 @@ class _Dispatcher(PyExprMutator):
         rewrite = REWRITES.get(call.op)
         if rewrite is None:
             return call
-        if rewrite is matmul_call:
-            replacement = matmul_call(call, self.lookup_binding)
-        else:
-            replacement = rewrite(call)
+        replacement = rewrite(call, self.lookup_binding)
         return call if replacement is None else replacement
 
 
