@@ -14,6 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from .native_log import quiet_harmless_warnings
 from .runtime.artifact import LIBRARY, write_meta
 
 MAX_TOKENS = 510  # KModel's context of 512 minus the two boundary ids
@@ -77,7 +78,8 @@ def compile_kokoro(model, out_dir, *, target: dict | None = None, lstm_impl: str
     })
     step(f"compiling for {target} (the longest step)")
     tvm_target = tvm.target.Target(target)
-    exe = tvm.compile(mod, target=tvm_target, relax_pipeline=cpu_pipeline(tvm_target))
+    with quiet_harmless_warnings(step.stream):
+        exe = tvm.compile(mod, target=tvm_target, relax_pipeline=cpu_pipeline(tvm_target))
     step(f"writing {out_dir / LIBRARY}")
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
