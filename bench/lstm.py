@@ -13,12 +13,9 @@ Usage: python bench/lstm.py [--threads 2] [--repeat 10] [--no-stock]
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine_line, median_seconds, print_table, set_threads  # noqa: E402
+from kokoro_tvm_ext.benchmark.table import machine_line, median_seconds, print_table, set_threads
 
 INPUT, HIDDEN = 640, 256
 

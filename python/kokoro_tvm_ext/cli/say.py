@@ -17,8 +17,9 @@ import sys
 import warnings
 from pathlib import Path
 
+from ..assets.voices import DEFAULT_VOICE
+
 HELP = "speak text to a WAV file"
-DEFAULT_VOICE = "jf_alpha"
 
 
 def add_arguments(parser) -> None:

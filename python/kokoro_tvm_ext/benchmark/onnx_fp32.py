@@ -71,12 +71,12 @@ def dequantized_model(int8_model):
             w = _dequant(g.array(n.input[1]), g.optional(n, 3), g.weight_scale(n))
             end, _ = chain_end(n)
             replaced[id(end)] = helper.make_node(
-                "MatMul", [float_input(n), weight(n.input[1], w)], list(end.output), name=n.name + "_fp32")
+                "MatMul", [float_input(n), weight(n.input[1], w)], list(end.output), name=f"{n.name or n.output[0]}_fp32")
         elif n.op_type == "ConvInteger":
             w = _dequant(g.array(n.input[1]), g.optional(n, 3), g.weight_scale(n))
             end, bias = chain_end(n)
             inputs = [float_input(n), weight(n.input[1], w)] + ([float_bias(bias)] if bias else [])
-            conv = helper.make_node("Conv", inputs, list(end.output), name=n.name + "_fp32")
+            conv = helper.make_node("Conv", inputs, list(end.output), name=f"{n.name or n.output[0]}_fp32")
             conv.attribute.extend(n.attribute)
             replaced[id(end)] = conv
         elif n.op_type == "DynamicQuantizeLSTM":
@@ -88,7 +88,7 @@ def dequantized_model(int8_model):
 
             w = weight(n.input[1], deq(n.input[1], n.input[8], n.input[9]))
             r = weight(n.input[2], deq(n.input[2], n.input[10], n.input[11]))
-            lstm = helper.make_node("LSTM", [n.input[0], w, r, *n.input[3:7]], list(n.output), name=n.name + "_fp32")
+            lstm = helper.make_node("LSTM", [n.input[0], w, r, *n.input[3:7]], list(n.output), name=f"{n.name or n.output[0]}_fp32")
             lstm.attribute.extend(a for a in n.attribute if a.name in ("direction", "hidden_size", "activations", "clip"))
             replaced[id(n)] = lstm
 

@@ -1,4 +1,4 @@
-"""Shared benchmark helpers: timing, machine description, table printing."""
+"""Benchmark helpers: timing, thread pinning, machine description, table printing."""
 from __future__ import annotations
 
 import os

@@ -1,0 +1,35 @@
+"""Measure Kokoro end to end: our compiled artifact vs PyTorch eager vs ONNX Runtime.
+
+Runs two texts (48 and 309 tokens) on the same weights, voice and thread count
+through every system, each in its own process, and prints one table: seconds,
+audio seconds, real-time factor (RTF, lower is faster), peak memory, and our
+compile time; then a per-stage breakdown. Compiling (if the artifact is not
+cached yet) and ONNX conversion happen before any timing.
+
+examples:
+  kokoro-tvm bench                          all rows, 2 threads, median of 5
+  kokoro-tvm bench --systems tvm torch --repeat 3
+  kokoro-tvm bench --threads 1 --json rows.json
+"""
+from __future__ import annotations
+
+HELP = "benchmark our artifact against PyTorch and ONNX Runtime"
+
+
+def add_arguments(parser) -> None:
+    from ..benchmark.e2e import add_arguments as bench_arguments
+
+    bench_arguments(parser)
+
+
+def run(args) -> int:
+    from ..benchmark.e2e import SYSTEMS, run as run_bench
+
+    if any(s.startswith("ort") for s in args.systems):
+        try:
+            import onnxruntime  # noqa: F401
+        except ImportError:
+            print("kokoro-tvm bench: the ort rows need onnxruntime (pip install 'kokoro-tvm-ext[bench]'); "
+                  f"or pick rows with --systems, e.g. --systems tvm torch (all: {' '.join(SYSTEMS)})")
+            return 2
+    return run_bench(args)
