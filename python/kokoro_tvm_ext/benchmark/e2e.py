@@ -12,7 +12,8 @@ Rows:
             fp32 weights as every other row (see onnx_fp32.py)
 
 Text -> tokens (G2P) runs once, up front. Each system then runs in a fresh
-process that gets only tokens and style, so its peak RSS is what it needs to
+process that gets only tokens and style (the tvm row with torch blocked from
+import, as deployed), so its peak RSS is what it needs to
 synthesize; compiling and model conversion happen in a separate process
 before any timing. A per-stage breakdown is printed for tvm and torch.
 """
@@ -195,7 +196,11 @@ def write_inputs(text: str, voice: str, weights, path: Path) -> None:
 def _in_subprocess(mode: str, job: dict, threads: int) -> dict:
     """Run ``prepare`` or ``worker`` on ``job`` in a fresh Python; its JSON result."""
     env = {**os.environ, **{v: str(threads) for v in ("TVM_NUM_THREADS", "RAYON_NUM_THREADS", "OMP_NUM_THREADS")}}
-    cmd = [sys.executable, "-m", "kokoro_tvm_ext.benchmark.e2e", f"--{mode}", json.dumps(job)]
+    # The tvm row runs as deployed, with numpy and TVM only. torch is installed
+    # here, and tvm_ffi imports it when it can (~700 MB); block it.
+    block_torch = "sys.modules['torch'] = None; " if mode == "worker" and job["system"] == "tvm" else ""
+    bootstrap = f"import sys; {block_torch}from kokoro_tvm_ext.benchmark.e2e import main; sys.exit(main())"
+    cmd = [sys.executable, "-c", bootstrap, f"--{mode}", json.dumps(job)]
     stderr = None if mode == "prepare" else subprocess.PIPE  # compile progress stays visible
     result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env)
     lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
