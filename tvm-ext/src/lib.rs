@@ -6,6 +6,7 @@
 //! register can never disagree.
 use tvm_ffi::{Function, Result};
 
+pub mod batch_matmul;
 pub mod conv;
 pub mod gemm;
 pub mod lstm;
@@ -25,6 +26,7 @@ pub const FUNCTIONS: &[(&str, Constructor)] = &[
     ("kokoro_tvm_ext.conv1d", conv::function),
     ("kokoro_tvm_ext.conv1d_transpose", conv::transpose_function),
     ("kokoro_tvm_ext.matmul", matmul::function),
+    ("kokoro_tvm_ext.batch_matmul", batch_matmul::function),
 ];
 
 /// The global names this library registers, in table order.

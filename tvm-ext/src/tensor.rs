@@ -162,6 +162,53 @@ pub fn output<'a, E: Element>(t: &TensorView, name: &str) -> Result<&'a mut [E]>
     Ok(unsafe { std::slice::from_raw_parts_mut(base, n) })
 }
 
+/// An input read in place through its own strides, for kernels (GEMM) that take
+/// strided operands and so need no gathered copy.
+pub struct Strided<'a, E> {
+    /// The smallest slice holding every element of the tensor.
+    pub data: &'a [E],
+    pub shape: Vec<usize>,
+    /// Element strides into `data`; 0 for dimensions of size 1.
+    pub strides: Vec<usize>,
+}
+
+/// `t` as a [`Strided`] view. Negative strides (never produced by TVM) are refused.
+///
+/// The caller must not keep the view beyond the packed call that received `t`.
+pub fn strided_input<'a, E: Element>(t: &TensorView, name: &str) -> Result<Strided<'a, E>> {
+    check_dtype::<E>(t, name)?;
+    let shape: Vec<usize> = t.shape().iter().map(|&d| d.max(0) as usize).collect();
+    let raw_strides = strides_of(t);
+    let mut strides = Vec::with_capacity(shape.len());
+    // Index of the last element, the slice length minus one.
+    let mut last = 0usize;
+    for (&d, &s) in shape.iter().zip(&raw_strides) {
+        if d <= 1 {
+            strides.push(0);
+            continue;
+        }
+        ensure!(
+            s >= 0,
+            VALUE_ERROR,
+            "{name}: negative strides are not supported, got strides {:?} for shape {:?}",
+            raw_strides,
+            t.shape()
+        );
+        let s = s as usize;
+        last = match (d - 1).checked_mul(s).and_then(|v| v.checked_add(last)) {
+            Some(v) => v,
+            None => bail!(VALUE_ERROR, "{name}: strides {:?} overflow", raw_strides),
+        };
+        strides.push(s);
+    }
+    if shape.contains(&0) {
+        return Ok(Strided { data: &[], shape, strides });
+    }
+    let base = base_ptr::<E>(t)?;
+    let data = unsafe { std::slice::from_raw_parts(base as *const E, last + 1) };
+    Ok(Strided { data, shape, strides })
+}
+
 #[cfg(test)]
 pub(crate) mod testing {
     //! Build `TensorView`s over Rust-owned memory, as TVM would hand them over.
@@ -240,6 +287,22 @@ mod tests {
         let err = input::<f32>(&t.view(), "weight").unwrap_err();
         assert_eq!(err.kind(), TYPE_ERROR);
         assert!(err.message().contains("weight: expected dtype float32, got int64"), "{}", err.message());
+    }
+
+    #[test]
+    fn strided_input_is_read_in_place() {
+        // The transposed 2x3 view of the test above, plus a size-1 dimension.
+        let mut t = Owned::strided(vec![9.0f32, 0., 1., 2., 3., 4., 5.], &[3, 1, 2], &[1, 100, 3], 4);
+        let v = t.view();
+        let s = strided_input::<f32>(&v, "x").unwrap();
+        assert_eq!(s.shape, vec![3, 1, 2]);
+        assert_eq!(s.strides, vec![1, 0, 3]);
+        assert_eq!(s.data, &[0.0, 1., 2., 3., 4., 5.]);
+        let mut n = Owned::strided(vec![0.0f32; 4], &[2, 2], &[-1, 2], 4);
+        let err = strided_input::<f32>(&n.view(), "y").err().unwrap();
+        assert!(err.message().contains("y: negative strides are not supported"), "{}", err.message());
+        let mut e = Owned::new(Vec::<f32>::new(), &[0, 3]);
+        assert!(strided_input::<f32>(&e.view(), "z").unwrap().data.is_empty());
     }
 
     #[test]

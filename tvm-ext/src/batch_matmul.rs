@@ -1,0 +1,584 @@
+//! Float32 batched matrix product of two activations, for ALBERT's attention
+//! (`scores = q @ k^T`, `context = probs @ v`, 12 heads per batch item).
+//!
+//! Global name: `kokoro_tvm_ext.batch_matmul`, destination-passing:
+//!
+//! ```text
+//! kokoro_tvm_ext.batch_matmul(trans_x: 0/1, trans_y: 0/1,
+//!   x: float32 [..., M, K]   ([..., K, M] if trans_x; any strides, read in place)
+//!   y: float32 [..., K, N]   ([..., N, K] if trans_y; any strides, read in place)
+//!   OUT out: float32 [..., M, N] (contiguous)
+//! )   out = op(x) @ op(y),  op(a) = a with its last two dims swapped if trans
+//! ```
+//!
+//! The batch dimensions (all but the last two) broadcast as in numpy: aligned
+//! from the right, a missing dimension or one of size 1 repeats the operand.
+//! `out`'s batch dimensions must be the broadcast shape.
+//!
+//! How it runs: one job per (batch item, block of rows of `out`), at least two
+//! jobs per thread when the rows allow blocks of 16 or more; each job is one
+//! single-threaded call of the `gemm` crate, which reads both operands through
+//! their strides (so a transposed view costs no copy). With fewer jobs than
+//! threads, the jobs run one after another and each GEMM uses the whole pool.
+use rayon::prelude::*;
+use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, VALUE_ERROR};
+
+use crate::gemm::{flag_arg, internal, overlaps, sgemm_shared, span, tensor_arg, threads, JobError, Layout, SharedMut};
+use crate::tensor::{check_dtype, expect_shape, output, strided_input};
+
+const WHO: &str = "batch_matmul";
+
+/// The registered function.
+pub fn function() -> Function {
+    Function::from_packed(|args: &[AnyView]| -> Result<Any> {
+        batch_matmul_packed(args)?;
+        Ok(Any::default())
+    })
+}
+
+/// One operand of [`batch_matmul_forward`]: element `(b, i, j)` of its matrix
+/// stack lives at `data[offsets[b] + i * rs + j * cs]`.
+#[derive(Clone, Debug)]
+pub struct Operand<'a> {
+    pub data: &'a [f32],
+    /// Per batch item of `out`, where the item's matrix starts.
+    pub offsets: Vec<usize>,
+    /// Elements between rows.
+    pub rs: usize,
+    /// Elements between columns.
+    pub cs: usize,
+}
+
+/// Parses and validates the packed arguments, then runs [`batch_matmul_forward`].
+pub fn batch_matmul_packed(args: &[AnyView]) -> Result<()> {
+    ensure!(
+        args.len() == 5,
+        VALUE_ERROR,
+        "{WHO}: expected 5 arguments (trans_x, trans_y, x, y, out), got {}",
+        args.len()
+    );
+    let trans_x = flag_arg(args[0], "batch_matmul: trans_x")?;
+    let trans_y = flag_arg(args[1], "batch_matmul: trans_y")?;
+    let x = tensor_arg(args[2], "batch_matmul: x")?;
+    let y = tensor_arg(args[3], "batch_matmul: y")?;
+    let out = tensor_arg(args[4], "batch_matmul: out")?;
+    check_dtype::<f32>(&out, "batch_matmul: out")?;
+    let xv = strided_input::<f32>(&x, "batch_matmul: x")?;
+    let yv = strided_input::<f32>(&y, "batch_matmul: y")?;
+    for (name, rank) in [("x", xv.shape.len()), ("y", yv.shape.len())] {
+        ensure!(
+            rank >= 2,
+            VALUE_ERROR,
+            "{WHO}: {name}: expected rank >= 2, got rank {rank}"
+        );
+    }
+    // The matrix dims and their strides, after the optional transposes.
+    let last2 = |shape: &[usize], strides: &[usize], trans: bool| {
+        let r = shape.len();
+        let (rows, cols, rs, cs) = (shape[r - 2], shape[r - 1], strides[r - 2], strides[r - 1]);
+        if trans {
+            (cols, rows, cs, rs)
+        } else {
+            (rows, cols, rs, cs)
+        }
+    };
+    let (m, k, xrs, xcs) = last2(&xv.shape, &xv.strides, trans_x);
+    let (ky, n, yrs, ycs) = last2(&yv.shape, &yv.strides, trans_y);
+    ensure!(
+        k == ky,
+        VALUE_ERROR,
+        "{WHO}: y: the inner dimensions differ: x {:?} (trans_x={}) has K={k}, y {:?} (trans_y={}) has K={ky}",
+        x.shape(),
+        trans_x as i32,
+        y.shape(),
+        trans_y as i32
+    );
+    let xb = &xv.shape[..xv.shape.len() - 2];
+    let yb = &yv.shape[..yv.shape.len() - 2];
+    let batch = match broadcast(xb, yb) {
+        Some(b) => b,
+        None => bail!(
+            VALUE_ERROR,
+            "{WHO}: the batch dimensions of x {:?} and y {:?} do not broadcast",
+            x.shape(),
+            y.shape()
+        ),
+    };
+    let mut os: Vec<i64> = batch.iter().map(|&d| d as i64).collect();
+    os.extend([m as i64, n as i64]);
+    expect_shape(&out, "batch_matmul: out", &os)?;
+    let od = output::<f32>(&out, "batch_matmul: out")?;
+    let o = span(od);
+    for (name, data) in [("x", xv.data), ("y", yv.data)] {
+        ensure!(
+            !overlaps(o, span(data)),
+            VALUE_ERROR,
+            "{WHO}: out: output memory overlaps input {name}"
+        );
+    }
+    let xo = Operand {
+        data: xv.data,
+        offsets: batch_offsets(&batch, xb, &xv.strides),
+        rs: xrs,
+        cs: xcs,
+    };
+    let yo = Operand {
+        data: yv.data,
+        offsets: batch_offsets(&batch, yb, &yv.strides),
+        rs: yrs,
+        cs: ycs,
+    };
+    batch_matmul_forward(m, n, k, &xo, &yo, od)
+}
+
+/// The numpy broadcast of two batch shapes, `None` if they clash.
+fn broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+    let r = a.len().max(b.len());
+    let at = |s: &[usize], i: usize| if i + s.len() >= r { s[i + s.len() - r] } else { 1 };
+    (0..r)
+        .map(|i| match (at(a, i), at(b, i)) {
+            (p, q) if p == q || q == 1 => Some(p),
+            (1, q) => Some(q),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Where each batch item (row-major over `batch`) of an operand with batch
+/// dims `dims` and element strides `strides` (its full strides; only the
+/// leading `dims.len()` are used) starts. Broadcast dims contribute nothing.
+fn batch_offsets(batch: &[usize], dims: &[usize], strides: &[usize]) -> Vec<usize> {
+    let skip = batch.len() - dims.len();
+    let count: usize = batch.iter().product();
+    let mut offsets = Vec::with_capacity(count);
+    let mut index = vec![0usize; batch.len()];
+    for _ in 0..count {
+        let off = (skip..batch.len())
+            .map(|i| {
+                if dims[i - skip] == 1 {
+                    0
+                } else {
+                    index[i] * strides[i - skip]
+                }
+            })
+            .sum();
+        offsets.push(off);
+        for d in (0..batch.len()).rev() {
+            index[d] += 1;
+            if index[d] < batch[d] {
+                break;
+            }
+            index[d] = 0;
+        }
+    }
+    offsets
+}
+
+/// `out[b] = x[b] @ y[b]` for every batch item `b` (`x[b]` is `m x k`, `y[b]`
+/// is `k x n`), `out` dense `[batch, m, n]` with `batch = x.offsets.len()`.
+pub fn batch_matmul_forward(m: usize, n: usize, k: usize, x: &Operand, y: &Operand, out: &mut [f32]) -> Result<()> {
+    let nb = x.offsets.len();
+    ensure!(
+        y.offsets.len() == nb,
+        VALUE_ERROR,
+        "{WHO}: x has {nb} batch items, y has {}",
+        y.offsets.len()
+    );
+    let want = nb.checked_mul(m).and_then(|v| v.checked_mul(n));
+    ensure!(
+        want == Some(out.len()),
+        VALUE_ERROR,
+        "{WHO}: out: expected {nb} x {m} x {n} elements, got {}",
+        out.len()
+    );
+    if out.is_empty() {
+        return Ok(());
+    }
+    let threads = threads();
+    // Row blocks per batch item: enough for two jobs per thread, but no
+    // narrower than 16 rows (the GEMM's efficiency drops below that).
+    let tiles = (2 * threads).div_ceil(nb).min(m.div_ceil(16)).max(1);
+    let tile = m.div_ceil(tiles);
+    let tiles = m.div_ceil(tile);
+    let jobs = nb * tiles;
+    let job_parallel = threads > 1 && jobs >= threads;
+    let dst = SharedMut::new(out);
+    let job = |i: usize, parallel: bool| -> std::result::Result<(), JobError> {
+        let (b, t) = (i / tiles, i % tiles);
+        let m0 = t * tile;
+        let mt = tile.min(m - m0);
+        let xl = Layout {
+            offset: x.offsets[b] + m0 * x.rs,
+            rs: x.rs,
+            cs: x.cs,
+        };
+        let yl = Layout {
+            offset: y.offsets[b],
+            rs: y.rs,
+            cs: y.cs,
+        };
+        // SAFETY: this job alone writes rows m0..m0+mt of batch item b.
+        unsafe {
+            sgemm_shared(
+                mt,
+                n,
+                k,
+                x.data,
+                xl,
+                y.data,
+                yl,
+                dst,
+                Layout::row_major((b * m + m0) * n, n),
+                false,
+                parallel,
+            )
+        }
+    };
+    let r = if job_parallel {
+        (0..jobs)
+            .into_par_iter()
+            .with_max_len(1)
+            .try_for_each(|i| job(i, false))
+    } else {
+        (0..jobs).try_for_each(|i| job(i, threads > 1))
+    };
+    r.map_err(|e| internal(WHO, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::testing::Owned;
+    use tvm_ffi::{TensorView, TYPE_ERROR};
+
+    fn data(n: usize, seed: usize) -> Vec<f32> {
+        (0..n)
+            .map(|i| (((i * 7919 + seed * 104729) % 2001) as f32 / 1000.0) - 1.0)
+            .collect()
+    }
+
+    fn row_major(shape: &[usize]) -> Vec<usize> {
+        let mut s = vec![1usize; shape.len()];
+        for i in (0..shape.len().saturating_sub(1)).rev() {
+            s[i] = s[i + 1] * shape[i + 1];
+        }
+        s
+    }
+
+    /// A logical tensor of `shape` with values `vals` (row-major), stored either
+    /// densely or (`permuted`) with its dims in reverse order plus one padding
+    /// element in front, so that every stride differs from row-major.
+    fn stored(vals: &[f32], shape: &[usize], permuted: bool) -> Owned<f32> {
+        let shape_i: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+        if !permuted {
+            return Owned::new(vals.to_vec(), &shape_i);
+        }
+        let rev: Vec<usize> = shape.iter().rev().copied().collect();
+        let rs = row_major(&rev);
+        let strides: Vec<usize> = (0..shape.len()).map(|i| rs[shape.len() - 1 - i]).collect();
+        let mut buf = vec![f32::NAN; vals.len() + 1];
+        let logical = row_major(shape);
+        for (flat, v) in vals.iter().enumerate() {
+            let off: usize = (0..shape.len())
+                .map(|i| (flat / logical[i]) % shape[i] * strides[i])
+                .sum();
+            buf[1 + off] = *v;
+        }
+        let st: Vec<i64> = strides.iter().map(|&s| s as i64).collect();
+        Owned::strided(buf, &shape_i, &st, 4)
+    }
+
+    /// The value of a row-major tensor of `shape` at the batch index `bi`
+    /// (right-aligned to `batch`, broadcast) and matrix index `(r, c)`.
+    fn at(vals: &[f32], shape: &[usize], batch: &[usize], bi: &[usize], r: usize, c: usize) -> f64 {
+        let rank = shape.len();
+        let strides = row_major(shape);
+        let skip = batch.len() - (rank - 2);
+        let mut off = r * strides[rank - 2] + c * strides[rank - 1];
+        for i in 0..rank - 2 {
+            if shape[i] > 1 {
+                off += bi[i + skip] * strides[i];
+            }
+        }
+        vals[off] as f64
+    }
+
+    /// Runs the packed function on `x` `[.., M, K]` and `y` `[.., K, N]` (stored
+    /// with their last two dims swapped when transposed) and checks against an
+    /// f64 reference.
+    fn check(x_shape: &[usize], y_shape: &[usize], trans_x: bool, trans_y: bool, permuted: bool) {
+        let swapped = |s: &[usize], t: bool| {
+            let mut s = s.to_vec();
+            let r = s.len();
+            if t {
+                s.swap(r - 2, r - 1);
+            }
+            s
+        };
+        let (xs, ys) = (&swapped(x_shape, trans_x)[..], &swapped(y_shape, trans_y)[..]);
+        let (xn, yn) = (xs.iter().product::<usize>(), ys.iter().product::<usize>());
+        let (xd, yd) = (data(xn, 1), data(yn, 2));
+        let (xr, yr) = (xs.len(), ys.len());
+        let (m, k) = if trans_x {
+            (xs[xr - 1], xs[xr - 2])
+        } else {
+            (xs[xr - 2], xs[xr - 1])
+        };
+        let n = if trans_y { ys[yr - 2] } else { ys[yr - 1] };
+        let batch = broadcast(&xs[..xr - 2], &ys[..yr - 2]).unwrap();
+        let nb: usize = batch.iter().product();
+        let mut os: Vec<i64> = batch.iter().map(|&d| d as i64).collect();
+        os.extend([m as i64, n as i64]);
+        let mut xt = stored(&xd, xs, permuted);
+        let mut yt = stored(&yd, ys, permuted);
+        let mut ot = Owned::new(vec![f32::NAN; nb * m * n], &os);
+        let (fx, fy) = (trans_x as i64, trans_y as i64);
+        let views = [xt.view(), yt.view(), ot.view()];
+        let mut args = vec![AnyView::from(&fx), AnyView::from(&fy)];
+        args.extend(views.iter().map(AnyView::from));
+        let what = format!("x {xs:?} y {ys:?} trans {trans_x}/{trans_y} permuted {permuted}");
+        function()
+            .call_packed(&args)
+            .unwrap_or_else(|e| panic!("{what}: {}", e.message()));
+        drop(views);
+        let bstr = row_major(&batch);
+        for b in 0..nb {
+            let bi: Vec<usize> = (0..batch.len()).map(|i| b / bstr[i] % batch[i]).collect();
+            for i in 0..m {
+                for j in 0..n {
+                    let (mut acc, mut mag) = (0.0f64, 0.0f64);
+                    for l in 0..k {
+                        let a = if trans_x {
+                            at(&xd, xs, &batch, &bi, l, i)
+                        } else {
+                            at(&xd, xs, &batch, &bi, i, l)
+                        };
+                        let c = if trans_y {
+                            at(&yd, ys, &batch, &bi, j, l)
+                        } else {
+                            at(&yd, ys, &batch, &bi, l, j)
+                        };
+                        acc += a * c;
+                        mag += (a * c).abs();
+                    }
+                    let got = ot.data[(b * m + i) * n + j] as f64;
+                    assert!(
+                        (got - acc).abs() <= 1e-5 * (1.0 + mag),
+                        "{what}: [{b}, {i}, {j}] got {got}, want {acc}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn matches_reference() {
+        for permuted in [false, true] {
+            for (tx, ty) in [(false, false), (false, true), (true, false), (true, true)] {
+                check(&[1, 1, 1], &[1, 1, 1], tx, ty, permuted);
+                check(&[12, 17, 64], &[12, 64, 17], tx, ty, permuted);
+                check(&[3, 33, 5], &[3, 5, 47], tx, ty, permuted);
+                check(&[2, 1, 70, 9], &[1, 3, 9, 19], tx, ty, permuted);
+            }
+        }
+        // ALBERT-like: 12 heads, one row, many rows; y broadcast over a missing dim.
+        check(&[12, 1, 64], &[12, 64, 1], false, false, false);
+        check(&[24, 130, 64], &[24, 64, 130], false, false, true);
+        check(&[24, 130, 130], &[24, 130, 64], false, false, false);
+        check(&[4, 2, 5, 6], &[6, 7], false, false, true);
+        check(&[5, 6], &[3, 6, 7], false, false, false);
+        // Empty results and an empty inner dimension.
+        check(&[0, 3, 4], &[1, 4, 5], false, false, false);
+        check(&[2, 3, 0], &[2, 0, 5], false, false, false);
+    }
+
+    fn fails(shapes: &[&[i64]], flags: (i64, i64), want: &str) {
+        let mut ts: Vec<Owned<f32>> = shapes
+            .iter()
+            .map(|s| Owned::new(vec![0.25; s.iter().product::<i64>() as usize], s))
+            .collect();
+        let views: Vec<TensorView> = ts.iter_mut().map(|t| t.view()).collect();
+        let mut args = vec![AnyView::from(&flags.0), AnyView::from(&flags.1)];
+        args.extend(views.iter().map(AnyView::from));
+        match function().call_packed(&args) {
+            Ok(_) => panic!("expected failure {want:?}"),
+            Err(e) => assert!(e.message().contains(want), "{:?} lacks {want:?}", e.message()),
+        }
+    }
+
+    #[test]
+    fn rejects_bad_arguments() {
+        fails(&[&[2, 3, 4], &[2, 4, 5]], (0, 0), "batch_matmul: expected 5 arguments");
+        fails(
+            &[&[2, 3, 4], &[2, 4, 5], &[2, 3, 5]],
+            (2, 0),
+            "batch_matmul: trans_x: expected 0 or 1, got 2",
+        );
+        fails(
+            &[&[4], &[4, 5], &[5]],
+            (0, 0),
+            "batch_matmul: x: expected rank >= 2, got rank 1",
+        );
+        fails(
+            &[&[2, 3, 4], &[2, 5, 5], &[2, 3, 5]],
+            (0, 0),
+            "batch_matmul: y: the inner dimensions differ",
+        );
+        fails(
+            &[&[2, 3, 4], &[2, 5, 4], &[2, 3, 5]],
+            (0, 0),
+            "batch_matmul: y: the inner dimensions differ",
+        );
+        fails(
+            &[&[2, 3, 4], &[3, 4, 5], &[2, 3, 5]],
+            (0, 0),
+            "batch_matmul: the batch dimensions of x [2, 3, 4] and y [3, 4, 5] do not broadcast",
+        );
+        fails(
+            &[&[2, 3, 4], &[2, 4, 5], &[2, 5, 3]],
+            (0, 0),
+            "batch_matmul: out: expected shape [2, 3, 5], got [2, 5, 3]",
+        );
+        // trans_y: y is [.., N, K].
+        fails(
+            &[&[2, 3, 4], &[2, 4, 5], &[2, 3, 5]],
+            (0, 1),
+            "batch_matmul: y: the inner dimensions differ",
+        );
+
+        let zero = 0i64;
+        let mut x = Owned::new(vec![1i64; 6], &[1, 2, 3]);
+        let mut y = Owned::new(vec![0.5f32; 12], &[1, 3, 4]);
+        let mut o = Owned::new(vec![0.0f32; 8], &[1, 2, 4]);
+        let views = [x.view(), y.view(), o.view()];
+        let mut args = vec![AnyView::from(&zero), AnyView::from(&zero)];
+        args.extend(views.iter().map(AnyView::from));
+        let err = function().call_packed(&args).err().unwrap();
+        assert_eq!(err.kind(), TYPE_ERROR);
+        assert!(
+            err.message()
+                .contains("batch_matmul: x: expected dtype float32, got int64"),
+            "{}",
+            err.message()
+        );
+        args[3] = AnyView::from(&zero);
+        let err = function().call_packed(&args).err().unwrap();
+        assert!(
+            err.message().contains("batch_matmul: y: expected a tensor"),
+            "{}",
+            err.message()
+        );
+
+        // A strided output, and an output that is also an input.
+        let mut x = Owned::new(vec![0.5f32; 6], &[1, 2, 3]);
+        let mut so = Owned::strided(vec![0.0f32; 8], &[1, 2, 4], &[8, 1, 2], 0);
+        let views = [x.view(), y.view(), so.view()];
+        let mut args = vec![AnyView::from(&zero), AnyView::from(&zero)];
+        args.extend(views.iter().map(AnyView::from));
+        let err = function().call_packed(&args).err().unwrap();
+        assert!(
+            err.message()
+                .contains("batch_matmul: out: output tensors must be contiguous"),
+            "{}",
+            err.message()
+        );
+        let mut sq = Owned::new(vec![0.5f32; 9], &[1, 3, 3]);
+        let mut y3 = Owned::new(vec![0.5f32; 9], &[1, 3, 3]);
+        let v = sq.view();
+        let views = [v, y3.view(), sq.view()];
+        let mut args = vec![AnyView::from(&zero), AnyView::from(&zero)];
+        args.extend(views.iter().map(AnyView::from));
+        let err = function().call_packed(&args).err().unwrap();
+        assert!(
+            err.message()
+                .contains("batch_matmul: out: output memory overlaps input x"),
+            "{}",
+            err.message()
+        );
+    }
+
+    #[test]
+    fn plain_entry_point_checks_lengths() {
+        let x = Operand {
+            data: &[1.0; 6],
+            offsets: vec![0],
+            rs: 3,
+            cs: 1,
+        };
+        let y = Operand {
+            data: &[1.0; 6],
+            offsets: vec![0, 0],
+            rs: 2,
+            cs: 1,
+        };
+        let err = batch_matmul_forward(2, 2, 3, &x, &y, &mut [0.0; 4]).unwrap_err();
+        assert!(
+            err.message().contains("x has 1 batch items, y has 2"),
+            "{}",
+            err.message()
+        );
+        let y = Operand {
+            data: &[1.0; 6],
+            offsets: vec![0],
+            rs: 2,
+            cs: 1,
+        };
+        let err = batch_matmul_forward(2, 2, 3, &x, &y, &mut [0.0; 5]).unwrap_err();
+        assert!(
+            err.message().contains("out: expected 1 x 2 x 2 elements, got 5"),
+            "{}",
+            err.message()
+        );
+        // An operand whose layout runs past its data is an error, not a read out of bounds.
+        let short = Operand {
+            data: &[1.0; 5],
+            offsets: vec![0],
+            rs: 2,
+            cs: 1,
+        };
+        let err = batch_matmul_forward(2, 2, 3, &x, &short, &mut [0.0; 4]).unwrap_err();
+        assert!(err.message().contains("internal error"), "{}", err.message());
+    }
+
+    /// `cargo test --release -p tvm-ext bench_batch_matmul -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn bench_batch_matmul() {
+        for &(nb, m, k, n) in &[
+            (12usize, 309usize, 64usize, 309usize),
+            (12, 309, 309, 64),
+            (12, 510, 64, 510),
+        ] {
+            let (xd, yd) = (data(nb * m * k, 1), data(nb * k * n, 2));
+            let x = Operand {
+                data: &xd,
+                offsets: (0..nb).map(|b| b * m * k).collect(),
+                rs: k,
+                cs: 1,
+            };
+            let y = Operand {
+                data: &yd,
+                offsets: (0..nb).map(|b| b * k * n).collect(),
+                rs: n,
+                cs: 1,
+            };
+            let mut out = vec![0.0f32; nb * m * n];
+            let flops = 2.0 * (nb * m * n * k) as f64;
+            let reps = ((2e10 / flops) as usize).clamp(3, 200);
+            batch_matmul_forward(m, n, k, &x, &y, &mut out).unwrap();
+            let mut best = f64::MAX;
+            for _ in 0..3 {
+                let t = std::time::Instant::now();
+                for _ in 0..reps {
+                    batch_matmul_forward(m, n, k, &x, &y, &mut out).unwrap();
+                }
+                best = best.min(t.elapsed().as_secs_f64() / reps as f64);
+            }
+            println!(
+                "{nb}x[{m}x{k}]@[{k}x{n}]: {:.3} ms, {:.1} GFLOP/s",
+                best * 1e3,
+                flops / best / 1e9
+            );
+        }
+    }
+}
