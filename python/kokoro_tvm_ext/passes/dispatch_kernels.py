@@ -3,25 +3,39 @@
 ``relax.nn.conv1d``, ``relax.nn.conv1d_transpose`` and ``relax.matmul``
 (with a 2-D right-hand side, i.e. every linear layer) on float32 become
 ``call_dps_packed`` calls to ``kokoro_tvm_ext.conv1d`` /
-``conv1d_transpose`` / ``matmul``. Stock TVM's CPU pipeline leaves these
-unscheduled (single thread, no tiling), and they are ~90% of Kokoro's time.
-Anything the kernels do not cover (other layouts or dtypes) is left to TVM.
+``conv1d_transpose`` / ``matmul``. A ``relax.matmul`` of two activations
+(ALBERT's attention, ``q @ k^T`` and ``probs @ v``) becomes
+``kokoro_tvm_ext.batch_matmul``; a swap of the last two axes feeding it is
+read through strides instead of copied. Stock TVM's CPU pipeline leaves
+these unscheduled (single thread, no tiling), and they are ~90% of Kokoro's
+time. Anything the kernels do not cover (other layouts or dtypes) is left to TVM.
 """
 from __future__ import annotations
 
 import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
+from tvm.sym import Analyzer
+
+from .remove_noop_copies import same_shape
 
 CONV1D = tvm.ir.Op.get("relax.nn.conv1d")
 CONV1D_TRANSPOSE = tvm.ir.Op.get("relax.nn.conv1d_transpose")
 MATMUL = tvm.ir.Op.get("relax.matmul")
 BROADCAST_TO = tvm.ir.Op.get("relax.broadcast_to")
+MULTIPLY = tvm.ir.Op.get("relax.multiply")
+PERMUTE_DIMS = tvm.ir.Op.get("relax.permute_dims")
+RESHAPE = tvm.ir.Op.get("relax.reshape")
 
 
 def _is_f32(expr) -> bool:
     ty = expr.ty
     return isinstance(ty, relax.TensorType) and str(ty.dtype) == "float32"
+
+
+def _out_f32(attrs) -> bool:
+    """out_dtype unset (the inputs' float32) or float32."""
+    return attrs.out_dtype is None or str(attrs.out_dtype) in ("", "float32")
 
 
 def _ints(values) -> list[int]:
@@ -38,7 +52,7 @@ def _kernel_can_take(call: relax.Call, kernel_layout: str) -> bool:
     a = call.attrs
     return (
         (a.data_layout, a.kernel_layout, a.out_layout) == ("NCW", kernel_layout, "NCW")
-        and str(a.out_dtype) in ("", "float32")
+        and _out_f32(a)
         and all(_is_f32(x) for x in call.args)
     )
 
@@ -64,23 +78,91 @@ def conv1d_transpose_call(call: relax.Call, _lookup):
 
 def matmul_call(call: relax.Call, lookup):
     x, w = call.args
+    if not (_is_f32(x) and _is_f32(w) and _out_f32(call.attrs)):
+        return None
+    if len(x.ty.shape) < 2 or len(w.ty.shape) < 2:
+        return None
     # With a symbolic batch, torch's bmm decomposition broadcasts the weight to
     # [B, K, N]; the kernel wants the one [K, N] matrix it came from.
     source = lookup(w) if isinstance(w, relax.Var) else None
-    if isinstance(source, relax.Call) and source.op == BROADCAST_TO:
-        w = source.args[0]
-    if not (_is_f32(x) and _is_f32(w)) or str(call.attrs.out_dtype) not in ("", "float32"):
-        return None
-    w_shape = list(w.ty.shape)
-    if len(x.ty.shape) < 2 or len(w_shape) < 2 or len(w_shape) > len(x.ty.shape):
-        return None
+    weight = source.args[0] if isinstance(source, relax.Call) and source.op == BROADCAST_TO else w
+    w_shape = list(weight.ty.shape)
     # torch's decomposition turns linear layers into bmm with an expanded
     # [1, K, N] weight; leading 1s are the same 2-D weight for every row.
-    if any(not isinstance(d, tvm.tirx.IntImm) or int(d) != 1 for d in w_shape[:-2]):
-        return None
-    if len(w_shape) > 2:
-        w = relax.op.reshape(w, w_shape[-2:])
-    return _packed("matmul", [0], [x, w], call.ty)
+    if 2 <= len(w_shape) <= len(x.ty.shape) and all(_is_one(d) for d in w_shape[:-2]):
+        if len(w_shape) > 2:
+            weight = relax.op.reshape(weight, w_shape[-2:])
+        return _packed("matmul", [0], [x, weight], call.ty)
+    # Two activations (attention): batched, transposes read through strides.
+    trans_x, x = _untransposed(x, lookup)
+    trans_y, w = _untransposed(w, lookup)
+    return _packed("batch_matmul", [trans_x, trans_y], [x, w], call.ty)
+
+
+def _is_one(dim) -> bool:
+    return isinstance(dim, tvm.tirx.IntImm) and int(dim) == 1
+
+
+def _same_dims(a, b) -> bool:
+    return same_shape(a, b, Analyzer())
+
+
+def _untransposed(v, lookup):
+    """``(1, s)`` if ``v`` is ``s`` with its last two axes swapped, else ``(0, v)``.
+
+    Looks through what commutes with that swap: broadcasts to the same shape,
+    reshapes of the leading (batch) axes only, and products with a scalar
+    constant (torch's attention scales q and k^T); those are applied to ``s``
+    instead, so the swapped copy becomes dead.
+    """
+    undo = []  # what to apply to s, outermost first
+    e = v
+    while isinstance(e, relax.Var):
+        b = lookup(e)
+        if not isinstance(b, relax.Call) or not b.args:
+            break
+        src = b.args[0]
+        out_shape, in_shape = _dims(b), _dims(src)
+        if out_shape is None or in_shape is None:
+            break
+        if b.op == BROADCAST_TO and _same_dims(in_shape, out_shape):
+            e = src
+        elif b.op == RESHAPE and _same_last_two(in_shape, out_shape):
+            undo.append(("reshape", out_shape[:-2] + [out_shape[-1], out_shape[-2]]))
+            e = src
+        elif b.op == MULTIPLY and _same_dims(in_shape, out_shape) and _is_scalar_constant(b.args[1]):
+            undo.append(("multiply", b.args[1]))
+            e = src
+        elif b.op == PERMUTE_DIMS and b.attrs.axes is not None:
+            r = len(in_shape)
+            axes = [int(a) for a in b.attrs.axes]
+            if r < 2 or axes != list(range(r - 2)) + [r - 1, r - 2]:
+                break
+            s = src
+            for kind, arg in reversed(undo):
+                s = relax.op.multiply(s, arg) if kind == "multiply" else relax.op.reshape(s, arg)
+            return 1, s
+        else:
+            break
+    return 0, v
+
+
+def _same_last_two(a, b) -> bool:
+    return min(len(a), len(b)) >= 2 and _same_dims(a[-2:], b[-2:])
+
+
+def _dims(expr):
+    ty = expr.ty
+    if isinstance(ty, relax.TensorType) and isinstance(ty.shape, relax.ShapeExpr):
+        return list(ty.shape.values)
+    return None
+
+
+def _is_scalar_constant(expr) -> bool:
+    dims = _dims(expr)
+    if not (isinstance(expr, tvm.ir.GenericConst) and _is_f32(expr)) or dims is None:
+        return False
+    return all(_is_one(d) for d in dims)
 
 
 # Each rewrite takes (call, lookup_binding) and returns the replacement, or None to keep the call.

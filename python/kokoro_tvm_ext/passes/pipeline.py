@@ -1,7 +1,11 @@
 """The plugin's CPU compile pipeline: one ordered list of passes.
 
-1. DispatchToPluginKernels: conv1d / conv1d_transpose / linear layers go to
-   the Rust kernels (dispatch_kernels.py).
+0. RemoveNoOpCopies: reshapes / broadcasts / permutes that provably change
+   nothing are dropped (remove_noop_copies.py).
+1. DispatchToPluginKernels: conv1d / conv1d_transpose / linear layers /
+   attention matmuls go to the Rust kernels (dispatch_kernels.py);
+   FoldBiasIntoKernels: the bias adds after them become the kernels' bias
+   (fold_bias.py).
 2. FoldConstant + DeadCodeElimination: weights are constants; fold the
    permutes and reshapes around them, drop the broadcasts the dispatch made dead.
 3. TVM's CPU legalization and fusion (relax.backend.cpu_generic).
@@ -17,12 +21,14 @@ from tvm.relax.backend.cpu_generic import pipeline as cpu_generic_pipeline
 
 from .cpu_schedule import schedule_pass
 from .dispatch_kernels import DispatchToPluginKernels
+from .fold_bias import FoldBiasIntoKernels
+from .remove_noop_copies import RemoveNoOpCopies
 
 
 def plugin_passes(use_kernels: bool = True) -> list:
     # Dispatch first: folding would turn a weight broadcast over the batch into a
     # batched constant; the dispatch looks through the broadcast to the 2-D weight.
-    passes = [DispatchToPluginKernels] if use_kernels else []
+    passes = [RemoveNoOpCopies] + ([DispatchToPluginKernels, FoldBiasIntoKernels] if use_kernels else [])
     return passes + [relax.transform.FoldConstant(), relax.transform.DeadCodeElimination()]
 
 
