@@ -49,6 +49,8 @@
 //!
 //! [`conv1d_forward`] and [`conv1d_transpose_forward`] are the same kernels for
 //! plain Rust callers.
+use std::borrow::Cow;
+
 use rayon::prelude::*;
 use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, TensorView, VALUE_ERROR};
 
@@ -56,7 +58,7 @@ use crate::gemm::{
     flag_arg, int_in, internal, overlaps, sgemm, sgemm_shared, span, tensor_arg, threads, JobError, Layout, Scratch,
     SharedMut,
 };
-use crate::tensor::{check_dtype, expect_shape, input, output, shape_of};
+use crate::tensor::{byte_span, check_dtype, expect_shape, input, output, shape_of, Bf16};
 
 /// The largest accepted prim int (stride, pads, dilation, groups).
 const MAX_PRIM: i64 = i32::MAX as i64;
@@ -168,14 +170,15 @@ fn dim(v: i64) -> usize {
 }
 
 /// The tensors of one call, parsed and type-checked.
-struct Tensors {
-    x: TensorView,
-    w: TensorView,
-    bias: Option<TensorView>,
-    out: TensorView,
+pub(crate) struct Tensors {
+    pub x: TensorView,
+    pub w: TensorView,
+    pub bias: Option<TensorView>,
+    pub out: TensorView,
 }
 
-fn take_tensors(who: &str, args: &[AnyView], n_ints: usize, has_bias: bool) -> Result<Tensors> {
+/// With `packed`, `w` is the bf16 weights of [`crate::bf16`], else float32.
+fn take_tensors(who: &str, args: &[AnyView], n_ints: usize, has_bias: bool, packed: bool) -> Result<Tensors> {
     let expected = n_ints + 3 + has_bias as usize;
     ensure!(
         args.len() == expected,
@@ -195,7 +198,11 @@ fn take_tensors(who: &str, args: &[AnyView], n_ints: usize, has_bias: bool) -> R
     let bias = if has_bias { Some(take("bias")?) } else { None };
     let out = take("out")?;
     check_dtype::<f32>(&x, &format!("{who}: x"))?;
-    check_dtype::<f32>(&w, &format!("{who}: w"))?;
+    if packed {
+        check_dtype::<Bf16>(&w, &format!("{who}: w"))?;
+    } else {
+        check_dtype::<f32>(&w, &format!("{who}: w"))?;
+    }
     if let Some(b) = &bias {
         check_dtype::<f32>(b, &format!("{who}: bias"))?;
     }
@@ -213,29 +220,115 @@ fn expect_ints(who: &str, args: &[AnyView], n: usize, names: &str) -> Result<()>
     Ok(())
 }
 
-/// A plain-Rust entry point: `(cfg, x, w, bias, out)`.
-type Kernel = fn(&Conv1dConfig, &[f32], &[f32], Option<&[f32]>, &mut [f32]) -> Result<()>;
+/// One parsed call of either convolution: geometry, output length, tensors.
+pub(crate) struct ConvCall {
+    pub cfg: Conv1dConfig,
+    pub lout: usize,
+    pub t: Tensors,
+}
 
-/// Checks shapes against `cfg`, reads the data and runs `kernel`.
-fn run_checked(
+/// Parses and validates the packed arguments of `conv1d` (or, with `transpose`,
+/// `conv1d_transpose`). With `packed` (the bf16 variants), one more prim
+/// follows `has_bias`, the kernel size, and `w` is packed bf16, whose shape the
+/// caller checks; the output channels then come from `out`.
+pub(crate) fn parse_call(who: &str, args: &[AnyView], transpose: bool, packed: bool) -> Result<ConvCall> {
+    let mut names = vec!["stride", "pad_left", "pad_right"];
+    if transpose {
+        names.push("output_padding");
+    }
+    names.extend(["dilation", "groups", "has_bias"]);
+    if packed {
+        names.push("kernel_size");
+    }
+    expect_ints(who, args, names.len(), &names.join(", "))?;
+    let at = |name: &str| names.iter().position(|n| *n == name).map(|i| args[i]);
+    let int = |name: &str, lo: i64| int_in(at(name).unwrap(), &format!("{who}: {name}"), lo, MAX_PRIM);
+    let stride = int("stride", 1)?;
+    let pad_left = int("pad_left", 0)?;
+    let pad_right = int("pad_right", 0)?;
+    let output_padding = if transpose { int("output_padding", 0)? } else { 0 };
+    let dilation = int("dilation", 1)?;
+    let groups = int("groups", 1)?;
+    let has_bias = flag_arg(at("has_bias").unwrap(), &format!("{who}: has_bias"))?;
+    let kernel_size = if packed { Some(int("kernel_size", 1)?) } else { None };
+    ensure!(
+        !transpose || output_padding < stride.max(dilation),
+        VALUE_ERROR,
+        "{who}: output_padding: must be smaller than stride or dilation, got \
+         output_padding={output_padding}, stride={stride}, dilation={dilation}"
+    );
+    let t = take_tensors(who, args, names.len(), has_bias, packed)?;
+    let xs = shape_of(&t.x, &format!("{who}: x"), 3)?.to_vec();
+    let (out_channels, kernel) = match kernel_size {
+        Some(k) => (dim(shape_of(&t.out, &format!("{who}: out"), 3)?[1]), k as usize),
+        None => {
+            let ws = shape_of(&t.w, &format!("{who}: w"), 3)?;
+            let cout = if transpose {
+                dim(ws[1]).saturating_mul(groups as usize)
+            } else {
+                dim(ws[0])
+            };
+            (cout, dim(ws[2]))
+        }
+    };
+    let cfg = Conv1dConfig {
+        batch: dim(xs[0]),
+        in_channels: dim(xs[1]),
+        length: dim(xs[2]),
+        out_channels,
+        kernel,
+        stride: stride as usize,
+        pad_left: pad_left as usize,
+        pad_right: pad_right as usize,
+        dilation: dilation as usize,
+        groups: groups as usize,
+        output_padding: output_padding as usize,
+    };
+    cfg.check(who)?;
+    let lout = if transpose {
+        cfg.transpose_out_len()
+    } else {
+        cfg.conv_out_len()
+    };
+    let lout = match lout {
+        Some(n) => n,
+        None if transpose => bail!(
+            VALUE_ERROR,
+            "{who}: the output length (L-1)*stride - pad_left - pad_right + \
+             dilation*(K-1) + output_padding + 1 = {} must be at least 1",
+            (cfg.length as i128 - 1) * cfg.stride as i128 - cfg.pad_left as i128 - cfg.pad_right as i128
+                + cfg.dilation as i128 * (cfg.kernel as i128 - 1)
+                + cfg.output_padding as i128
+                + 1
+        ),
+        None => bail!(
+            VALUE_ERROR,
+            "{who}: x: the padded length {} is shorter than the dilated kernel {}, so the output \
+             would be empty",
+            cfg.length as i128 + cfg.pad_left as i128 + cfg.pad_right as i128,
+            cfg.dilation as i128 * (cfg.kernel as i128 - 1) + 1
+        ),
+    };
+    Ok(ConvCall { cfg, lout, t })
+}
+
+/// The data of `x`, `bias` and `out` of a parsed call, after checking the shapes
+/// of `bias` and `out` and that `out` overlaps none of the inputs (`w` too).
+#[allow(clippy::type_complexity)]
+pub(crate) fn call_data<'a>(
     who: &str,
-    t: &Tensors,
-    cfg: &Conv1dConfig,
-    w_shape: [i64; 3],
-    lout: usize,
-    kernel: Kernel,
-) -> Result<()> {
-    expect_shape(&t.w, &format!("{who}: w"), &w_shape)?;
+    c: &ConvCall,
+) -> Result<(Cow<'a, [f32]>, Option<Cow<'a, [f32]>>, &'a mut [f32])> {
+    let (cfg, t) = (&c.cfg, &c.t);
     if let Some(b) = &t.bias {
         expect_shape(b, &format!("{who}: bias"), &[cfg.out_channels as i64])?;
     }
     expect_shape(
         &t.out,
         &format!("{who}: out"),
-        &[cfg.batch as i64, cfg.out_channels as i64, lout as i64],
+        &[cfg.batch as i64, cfg.out_channels as i64, c.lout as i64],
     )?;
     let x = input::<f32>(&t.x, &format!("{who}: x"))?;
-    let w = input::<f32>(&t.w, &format!("{who}: w"))?;
     let bias = match &t.bias {
         Some(b) => Some(input::<f32>(b, &format!("{who}: bias"))?),
         None => None,
@@ -248,7 +341,7 @@ fn run_checked(
         "{who}: out: output memory overlaps input x"
     );
     ensure!(
-        !overlaps(o, span(&w)),
+        !overlaps(o, byte_span(&t.w)),
         VALUE_ERROR,
         "{who}: out: output memory overlaps input w"
     );
@@ -259,104 +352,43 @@ fn run_checked(
             "{who}: out: output memory overlaps input bias"
         );
     }
+    Ok((x, bias, out))
+}
+
+/// A plain-Rust entry point: `(cfg, x, w, bias, out)`.
+type Kernel = fn(&Conv1dConfig, &[f32], &[f32], Option<&[f32]>, &mut [f32]) -> Result<()>;
+
+/// Checks the f32 weights' shape, reads the data and runs `kernel`.
+fn run_checked(who: &str, c: &ConvCall, transpose: bool, kernel: Kernel) -> Result<()> {
+    let cfg = &c.cfg;
+    let (cin_g, cout_g) = (cfg.in_channels / cfg.groups, cfg.out_channels / cfg.groups);
+    let w_shape = if transpose {
+        [cfg.in_channels, cout_g, cfg.kernel]
+    } else {
+        [cfg.out_channels, cin_g, cfg.kernel]
+    };
+    expect_shape(&c.t.w, &format!("{who}: w"), &w_shape.map(|d| d as i64))?;
+    let (x, bias, out) = call_data(who, c)?;
+    let w = input::<f32>(&c.t.w, &format!("{who}: w"))?;
     kernel(cfg, &x, &w, bias.as_deref(), out)
 }
 
 /// Parses and validates the packed `conv1d` arguments, then runs [`conv1d_forward`].
 pub fn conv1d_packed(args: &[AnyView]) -> Result<()> {
     const WHO: &str = "conv1d";
-    expect_ints(WHO, args, 6, "stride, pad_left, pad_right, dilation, groups, has_bias")?;
-    let stride = int_in(args[0], "conv1d: stride", 1, MAX_PRIM)?;
-    let pad_left = int_in(args[1], "conv1d: pad_left", 0, MAX_PRIM)?;
-    let pad_right = int_in(args[2], "conv1d: pad_right", 0, MAX_PRIM)?;
-    let dilation = int_in(args[3], "conv1d: dilation", 1, MAX_PRIM)?;
-    let groups = int_in(args[4], "conv1d: groups", 1, MAX_PRIM)?;
-    let has_bias = flag_arg(args[5], "conv1d: has_bias")?;
-    let t = take_tensors(WHO, args, 6, has_bias)?;
-    let xs = shape_of(&t.x, "conv1d: x", 3)?.to_vec();
-    let ws = shape_of(&t.w, "conv1d: w", 3)?.to_vec();
-    let cfg = Conv1dConfig {
-        batch: dim(xs[0]),
-        in_channels: dim(xs[1]),
-        length: dim(xs[2]),
-        out_channels: dim(ws[0]),
-        kernel: dim(ws[2]),
-        stride: stride as usize,
-        pad_left: pad_left as usize,
-        pad_right: pad_right as usize,
-        dilation: dilation as usize,
-        groups: groups as usize,
-        output_padding: 0,
-    };
-    cfg.check(WHO)?;
-    let lout = match cfg.conv_out_len() {
-        Some(n) => n,
-        None => bail!(
-            VALUE_ERROR,
-            "conv1d: x: the padded length {} is shorter than the dilated kernel {}, so the output \
-             would be empty",
-            cfg.length as i128 + cfg.pad_left as i128 + cfg.pad_right as i128,
-            cfg.dilation as i128 * (cfg.kernel as i128 - 1) + 1
-        ),
-    };
-    let w_shape = [ws[0], (cfg.in_channels / cfg.groups) as i64, ws[2]];
-    run_checked(WHO, &t, &cfg, w_shape, lout, conv1d_forward)
+    run_checked(WHO, &parse_call(WHO, args, false, false)?, false, conv1d_forward)
 }
 
 /// Parses and validates the packed `conv1d_transpose` arguments, then runs
 /// [`conv1d_transpose_forward`].
 pub fn conv1d_transpose_packed(args: &[AnyView]) -> Result<()> {
     const WHO: &str = "conv1d_transpose";
-    expect_ints(
+    run_checked(
         WHO,
-        args,
-        7,
-        "stride, pad_left, pad_right, output_padding, dilation, groups, has_bias",
-    )?;
-    let stride = int_in(args[0], "conv1d_transpose: stride", 1, MAX_PRIM)?;
-    let pad_left = int_in(args[1], "conv1d_transpose: pad_left", 0, MAX_PRIM)?;
-    let pad_right = int_in(args[2], "conv1d_transpose: pad_right", 0, MAX_PRIM)?;
-    let output_padding = int_in(args[3], "conv1d_transpose: output_padding", 0, MAX_PRIM)?;
-    let dilation = int_in(args[4], "conv1d_transpose: dilation", 1, MAX_PRIM)?;
-    let groups = int_in(args[5], "conv1d_transpose: groups", 1, MAX_PRIM)?;
-    let has_bias = flag_arg(args[6], "conv1d_transpose: has_bias")?;
-    ensure!(
-        output_padding < stride.max(dilation),
-        VALUE_ERROR,
-        "conv1d_transpose: output_padding: must be smaller than stride or dilation, got \
-         output_padding={output_padding}, stride={stride}, dilation={dilation}"
-    );
-    let t = take_tensors(WHO, args, 7, has_bias)?;
-    let xs = shape_of(&t.x, "conv1d_transpose: x", 3)?.to_vec();
-    let ws = shape_of(&t.w, "conv1d_transpose: w", 3)?.to_vec();
-    let cfg = Conv1dConfig {
-        batch: dim(xs[0]),
-        in_channels: dim(xs[1]),
-        length: dim(xs[2]),
-        out_channels: dim(ws[1]).saturating_mul(groups as usize),
-        kernel: dim(ws[2]),
-        stride: stride as usize,
-        pad_left: pad_left as usize,
-        pad_right: pad_right as usize,
-        dilation: dilation as usize,
-        groups: groups as usize,
-        output_padding: output_padding as usize,
-    };
-    cfg.check(WHO)?;
-    let lout = match cfg.transpose_out_len() {
-        Some(n) => n,
-        None => bail!(
-            VALUE_ERROR,
-            "conv1d_transpose: the output length (L-1)*stride - pad_left - pad_right + \
-             dilation*(K-1) + output_padding + 1 = {} must be at least 1",
-            (cfg.length as i128 - 1) * cfg.stride as i128 - cfg.pad_left as i128 - cfg.pad_right as i128
-                + cfg.dilation as i128 * (cfg.kernel as i128 - 1)
-                + cfg.output_padding as i128
-                + 1
-        ),
-    };
-    let w_shape = [cfg.in_channels as i64, ws[1], ws[2]];
-    run_checked(WHO, &t, &cfg, w_shape, lout, conv1d_transpose_forward)
+        &parse_call(WHO, args, true, false)?,
+        true,
+        conv1d_transpose_forward,
+    )
 }
 
 // ---------------------------------------------------------------------------
@@ -481,7 +513,7 @@ fn transpose_run(
 // ---------------------------------------------------------------------------
 
 /// The `j` in `0..n` for which `j * s + off` lies in `0..limit`, as a range.
-fn valid_range(n: usize, s: usize, off: i128, limit: usize) -> std::ops::Range<usize> {
+pub(crate) fn valid_range(n: usize, s: usize, off: i128, limit: usize) -> std::ops::Range<usize> {
     let s = s as i128;
     let ceil_div = |a: i128| -> i128 { a.div_euclid(s) + (a.rem_euclid(s) != 0) as i128 };
     let n = n as i128;
@@ -492,38 +524,38 @@ fn valid_range(n: usize, s: usize, off: i128, limit: usize) -> std::ops::Range<u
 
 /// Knobs of the kernels; tests vary them to cover every path.
 #[derive(Clone, Copy, Debug)]
-struct Tuning {
+pub(crate) struct Tuning {
     /// Bytes of the column block (im2col or GEMM result) of one tile.
-    tile_bytes: usize,
+    pub tile_bytes: usize,
     /// Bytes of the weight block a transposed-convolution job keeps hot.
-    weight_bytes: usize,
+    pub weight_bytes: usize,
     /// Force the direct loop (`Some(true)`) or the GEMM (`Some(false)`).
-    direct: Option<bool>,
+    pub direct: Option<bool>,
 }
 
 /// About half of a 2 MiB L2 for the column block of a tile, and as much for
 /// the weight block of a transposed-convolution job.
-const TUNING: Tuning = Tuning {
+pub(crate) const TUNING: Tuning = Tuning {
     tile_bytes: 1 << 20,
     weight_bytes: 1 << 20,
     direct: None,
 };
 
 /// How the columns of each (batch item, group) are split into jobs.
-struct Plan {
+pub(crate) struct Plan {
     /// Tile width in columns.
-    tile: usize,
+    pub tile: usize,
     /// Tiles per (batch item, group).
-    tiles: usize,
+    pub tiles: usize,
     /// Jobs run one per thread (each GEMM single-threaded); otherwise the jobs
     /// run one after another and each GEMM uses the whole pool.
-    job_parallel: bool,
+    pub job_parallel: bool,
 }
 
 impl Plan {
     /// `units` independent (batch, group) pairs of `width` columns each, with an
     /// im2col block of `rows` rows per column.
-    fn new(units: usize, width: usize, rows: usize, tile_bytes: usize) -> Self {
+    pub fn new(units: usize, width: usize, rows: usize, tile_bytes: usize) -> Self {
         let threads = threads();
         let width = width.max(1);
         let widest = (tile_bytes / (4 * rows.max(1))).clamp(16, 1024);
@@ -559,7 +591,7 @@ impl Plan {
 }
 
 /// Runs `job(index, scratch, gemm_parallel)` for every job index per `plan`.
-fn run_jobs<F>(units: usize, plan: &Plan, job: F) -> std::result::Result<(), JobError>
+pub(crate) fn run_jobs<F>(units: usize, plan: &Plan, job: F) -> std::result::Result<(), JobError>
 where
     F: Fn(usize, &mut Scratch, bool) -> std::result::Result<(), JobError> + Sync,
 {
@@ -573,6 +605,46 @@ where
         let mut scratch = Scratch::new();
         (0..jobs).try_for_each(|i| job(i, &mut scratch, threads() > 1))
     }
+}
+
+/// Row `(c, tap)` of the im2col block of output columns `t0..t0 + dst.len()`:
+/// `dst[j] = xrow[(t0 + j) * stride + tap * dilation - pad_left]`, zero where
+/// that falls outside `xrow` (the padding).
+pub(crate) fn im2col_row(cfg: &Conv1dConfig, xrow: &[f32], tap: usize, t0: usize, dst: &mut [f32]) {
+    let tn = dst.len();
+    let off = (t0 * cfg.stride) as i128 + (tap * cfg.dilation) as i128 - cfg.pad_left as i128;
+    let r = valid_range(tn, cfg.stride, off, xrow.len());
+    // Zero padding; the buffer holds stale data.
+    dst[..r.start].fill(0.0);
+    dst[r.end..].fill(0.0);
+    if r.is_empty() {
+        return;
+    }
+    // In range, so `j * stride + off` is a valid index of `xrow`.
+    let first = (r.start as i128 * cfg.stride as i128 + off) as usize;
+    if cfg.stride == 1 {
+        dst[r.clone()].copy_from_slice(&xrow[first..first + r.len()]);
+    } else {
+        for (d, s) in dst[r].iter_mut().zip(xrow[first..].iter().step_by(cfg.stride)) {
+            *d = *s;
+        }
+    }
+}
+
+/// Sets columns `row0 + o * lout ..+ tn` of `out` to `bias[o]`, for every `o`
+/// of the job's rows (nothing without a bias: the GEMM then overwrites).
+pub(crate) fn fill_bias(
+    bias: Option<&[f32]>,
+    out: SharedMut,
+    row0: usize,
+    lout: usize,
+    tn: usize,
+) -> std::result::Result<(), JobError> {
+    for (o, &v) in bias.unwrap_or(&[]).iter().enumerate() {
+        // SAFETY: the calling job alone owns these columns of its rows.
+        unsafe { out.slice(row0 + o * lout, tn)? }.fill(v);
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------
@@ -602,37 +674,12 @@ fn conv_gemm(
         let tn = plan.tile.min(lout - t0);
         // im2col block, rows (c, tap), row-major [kc, tn].
         col.set_len(kc * tn);
-        for c in 0..cin_g {
-            let xrow = &x[(b * cin + gi * cin_g + c) * l..][..l];
-            for tap in 0..k {
-                let dst = &mut col[(c * k + tap) * tn..][..tn];
-                let off = (t0 * cfg.stride) as i128 + (tap * cfg.dilation) as i128 - cfg.pad_left as i128;
-                let r = valid_range(tn, cfg.stride, off, l);
-                // Zero padding; the buffer holds stale data.
-                dst[..r.start].fill(0.0);
-                dst[r.end..].fill(0.0);
-                if r.is_empty() {
-                    continue;
-                }
-                // In range, so `j * stride + off` is a valid index of `xrow`.
-                let first = (r.start as i128 * cfg.stride as i128 + off) as usize;
-                if cfg.stride == 1 {
-                    dst[r.clone()].copy_from_slice(&xrow[first..first + r.len()]);
-                } else {
-                    for (d, s) in dst[r].iter_mut().zip(xrow[first..].iter().step_by(cfg.stride)) {
-                        *d = *s;
-                    }
-                }
-            }
+        for (r, dst) in col.chunks_exact_mut(tn).enumerate() {
+            let xrow = &x[(b * cin + gi * cin_g + r / k) * l..][..l];
+            im2col_row(cfg, xrow, r % k, t0, dst);
         }
         let row0 = (b * cout + gi * cout_g) * lout + t0;
-        if let Some(bias) = bias {
-            for o in 0..cout_g {
-                // SAFETY: this job alone owns columns t0..t0+tn of its rows.
-                let dst = unsafe { out.slice(row0 + o * lout, tn)? };
-                dst.fill(bias[gi * cout_g + o]);
-            }
-        }
+        fill_bias(bias.map(|bv| &bv[gi * cout_g..][..cout_g]), out, row0, lout, tn)?;
         // SAFETY: as above; rows of `out` do not alias (row stride lout >= tn).
         unsafe {
             sgemm_shared(
@@ -703,7 +750,7 @@ fn transpose_gemm(
     out: &mut [f32],
     tuning: Tuning,
 ) -> std::result::Result<(), JobError> {
-    let (g, k, l, s, d) = (cfg.groups, cfg.kernel, cfg.length, cfg.stride, cfg.dilation);
+    let (g, k, l) = (cfg.groups, cfg.kernel, cfg.length);
     let (cin, cout) = (cfg.in_channels, cfg.out_channels);
     let (cin_g, cout_g) = (cin / g, cout / g);
     let units = cfg.batch * g;
@@ -756,27 +803,7 @@ fn transpose_gemm(
                 false,
                 parallel,
             )?;
-            for tt in 0..tn {
-                let base = ((t0 + tt) * s) as i128 - cfg.pad_left as i128;
-                // Taps kk with 0 <= base + kk*d < lout.
-                let r = valid_range(k, d, base, lout);
-                if r.is_empty() {
-                    continue;
-                }
-                let first = (base + (r.start * d) as i128) as usize;
-                for (ol, row) in rows.chunks_exact_mut(lout).enumerate() {
-                    let src = &cols[tt * n + ol * k..][..k][r.clone()];
-                    if d == 1 {
-                        for (y, v) in row[first..first + src.len()].iter_mut().zip(src) {
-                            *y += v;
-                        }
-                    } else {
-                        for (y, v) in row[first..].iter_mut().step_by(d).zip(src) {
-                            *y += v;
-                        }
-                    }
-                }
-            }
+            col2im(cfg, lout, t0, tn, cols, n, 0, rows);
         }
         Ok(())
     };
@@ -788,6 +815,45 @@ fn transpose_gemm(
     } else {
         let mut c = Scratch::new();
         (0..jobs).try_for_each(|i| job(i, &mut c, threads > 1))
+    }
+}
+
+/// Adds a tile of transposed-convolution columns into the job's output rows:
+/// for input columns `t0..t0 + tn`, `cols[tt * ld + off + o * K + kk]` goes to
+/// `rows[o][(t0 + tt) * stride - pad_left + kk * dilation]`, clipped to the
+/// output (col2im). `rows` holds whole output rows of `lout`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn col2im(
+    cfg: &Conv1dConfig,
+    lout: usize,
+    t0: usize,
+    tn: usize,
+    cols: &[f32],
+    ld: usize,
+    off: usize,
+    rows: &mut [f32],
+) {
+    let (k, s, d) = (cfg.kernel, cfg.stride, cfg.dilation);
+    for tt in 0..tn {
+        let base = ((t0 + tt) * s) as i128 - cfg.pad_left as i128;
+        // Taps kk with 0 <= base + kk*d < lout.
+        let r = valid_range(k, d, base, lout);
+        if r.is_empty() {
+            continue;
+        }
+        let first = (base + (r.start * d) as i128) as usize;
+        for (ol, row) in rows.chunks_exact_mut(lout).enumerate() {
+            let src = &cols[tt * ld + off + ol * k..][..k][r.clone()];
+            if d == 1 {
+                for (y, v) in row[first..first + src.len()].iter_mut().zip(src) {
+                    *y += v;
+                }
+            } else {
+                for (y, v) in row[first..].iter_mut().step_by(d).zip(src) {
+                    *y += v;
+                }
+            }
+        }
     }
 }
 

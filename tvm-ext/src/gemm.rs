@@ -97,6 +97,19 @@ impl SharedMut {
             _ => Err(JobError(format!("range {start}+{n} outside a buffer of {}", self.len))),
         }
     }
+
+    /// Checks that the elements `start..start + n` are inside the buffer.
+    pub fn check(&self, start: usize, n: usize) -> std::result::Result<(), JobError> {
+        match start.checked_add(n) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(JobError(format!("range {start}+{n} outside a buffer of {}", self.len))),
+        }
+    }
+
+    /// A raw pointer to element `start`, for kernels that [`check`](Self::check)ed their range.
+    pub fn ptr_at(&self, start: usize) -> *mut f32 {
+        self.ptr.wrapping_add(start)
+    }
 }
 
 /// `dst = (accumulate ? dst : 0) + a @ b` with `a: m x k`, `b: k x n`, `dst: m x n`.

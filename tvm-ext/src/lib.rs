@@ -7,8 +7,10 @@
 use tvm_ffi::{Function, Result};
 
 pub mod batch_matmul;
+pub mod bf16;
 pub mod conv;
 pub mod gemm;
+pub mod gemm_bf16;
 pub mod lstm;
 pub mod matmul;
 pub mod snake;
@@ -27,6 +29,12 @@ pub const FUNCTIONS: &[(&str, Constructor)] = &[
     ("kokoro_tvm_ext.conv1d_transpose", conv::transpose_function),
     ("kokoro_tvm_ext.matmul", matmul::function),
     ("kokoro_tvm_ext.batch_matmul", batch_matmul::function),
+    // precision="bf16": weights packed at compile time, see bf16.rs.
+    ("kokoro_tvm_ext.pack_bf16", bf16::pack_function),
+    ("kokoro_tvm_ext.bf16_native", bf16::native_function),
+    ("kokoro_tvm_ext.conv1d_bf16", bf16::conv1d_function),
+    ("kokoro_tvm_ext.conv1d_transpose_bf16", bf16::conv1d_transpose_function),
+    ("kokoro_tvm_ext.matmul_bf16", bf16::matmul_function),
 ];
 
 /// The global names this library registers, in table order.

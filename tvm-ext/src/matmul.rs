@@ -19,12 +19,14 @@
 //! call of the `gemm` crate (AVX-512 kernels), reading only its share of the
 //! weights. Narrow outputs use one `gemm` call split over the pool instead.
 //! [`matmul_forward`] is the same kernel for plain Rust callers.
-use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, VALUE_ERROR};
+use std::borrow::Cow;
+
+use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, TensorView, VALUE_ERROR};
 
 use rayon::prelude::*;
 
 use crate::gemm::{flag_arg, internal, overlaps, sgemm_shared, span, tensor_arg, threads, JobError, Layout, SharedMut};
-use crate::tensor::{check_dtype, expect_shape, input, output, shape_of};
+use crate::tensor::{byte_span, check_dtype, expect_shape, input, output, shape_of, Bf16};
 
 /// The registered function.
 pub fn function() -> Function {
@@ -34,84 +36,130 @@ pub fn function() -> Function {
     })
 }
 
-/// Parses and validates the packed arguments, then runs [`matmul_forward`].
-pub fn matmul_packed(args: &[AnyView]) -> Result<()> {
+/// One parsed call: `x [rows, k] @ w -> out [rows, n]`, and its tensors.
+pub(crate) struct MatmulCall {
+    pub rows: usize,
+    pub k: usize,
+    pub n: usize,
+    pub x: TensorView,
+    pub w: TensorView,
+    pub bias: Option<TensorView>,
+    pub out: TensorView,
+}
+
+/// Parses and validates the packed arguments of `matmul`, or with `packed` of
+/// `matmul_bf16`, whose `w` is packed bf16 (the caller checks its shape) and
+/// whose `n` comes from `out`.
+pub(crate) fn parse_call(who: &str, args: &[AnyView], packed: bool) -> Result<MatmulCall> {
     ensure!(
         !args.is_empty(),
         VALUE_ERROR,
-        "matmul: expected at least 1 argument (has_bias), got 0"
+        "{who}: expected at least 1 argument (has_bias), got 0"
     );
-    let has_bias = flag_arg(args[0], "matmul: has_bias")?;
+    let has_bias = flag_arg(args[0], &format!("{who}: has_bias"))?;
     let expected = 4 + has_bias as usize;
     ensure!(
         args.len() == expected,
         VALUE_ERROR,
-        "matmul: expected {expected} arguments with has_bias={}, got {}",
+        "{who}: expected {expected} arguments with has_bias={}, got {}",
         has_bias as i32,
         args.len()
     );
-    let x = tensor_arg(args[1], "matmul: x")?;
-    let w = tensor_arg(args[2], "matmul: w")?;
+    let x = tensor_arg(args[1], &format!("{who}: x"))?;
+    let w = tensor_arg(args[2], &format!("{who}: w"))?;
     let bias = if has_bias {
-        Some(tensor_arg(args[3], "matmul: bias")?)
+        Some(tensor_arg(args[3], &format!("{who}: bias"))?)
     } else {
         None
     };
-    let out = tensor_arg(args[expected - 1], "matmul: out")?;
-    check_dtype::<f32>(&x, "matmul: x")?;
-    check_dtype::<f32>(&w, "matmul: w")?;
-    if let Some(b) = &bias {
-        check_dtype::<f32>(b, "matmul: bias")?;
+    let out = tensor_arg(args[expected - 1], &format!("{who}: out"))?;
+    check_dtype::<f32>(&x, &format!("{who}: x"))?;
+    if packed {
+        check_dtype::<Bf16>(&w, &format!("{who}: w"))?;
+    } else {
+        check_dtype::<f32>(&w, &format!("{who}: w"))?;
     }
-    check_dtype::<f32>(&out, "matmul: out")?;
+    if let Some(b) = &bias {
+        check_dtype::<f32>(b, &format!("{who}: bias"))?;
+    }
+    check_dtype::<f32>(&out, &format!("{who}: out"))?;
 
     let xs = x.shape().to_vec();
-    ensure!(!xs.is_empty(), VALUE_ERROR, "matmul: x: expected rank >= 1, got rank 0");
+    ensure!(!xs.is_empty(), VALUE_ERROR, "{who}: x: expected rank >= 1, got rank 0");
     let k = xs[xs.len() - 1];
-    let ws = shape_of(&w, "matmul: w", 2)?;
-    let n = ws[1];
-    expect_shape(&w, "matmul: w", &[k, n])?;
+    let n = if packed {
+        *shape_of(&out, &format!("{who}: out"), xs.len())?.last().unwrap_or(&0)
+    } else {
+        let n = shape_of(&w, &format!("{who}: w"), 2)?[1];
+        expect_shape(&w, &format!("{who}: w"), &[k, n])?;
+        n
+    };
     if let Some(b) = &bias {
-        expect_shape(b, "matmul: bias", &[n])?;
+        expect_shape(b, &format!("{who}: bias"), &[n])?;
     }
     let mut os = xs.clone();
     let last = os.len() - 1;
     os[last] = n;
-    expect_shape(&out, "matmul: out", &os)?;
-
-    let xd = input::<f32>(&x, "matmul: x")?;
-    let wd = input::<f32>(&w, "matmul: w")?;
-    let bd = match &bias {
-        Some(b) => Some(input::<f32>(b, "matmul: bias")?),
-        None => None,
-    };
-    let od = output::<f32>(&out, "matmul: out")?;
-    let o = span(od);
-    ensure!(
-        !overlaps(o, span(&xd)),
-        VALUE_ERROR,
-        "matmul: out: output memory overlaps input x"
-    );
-    ensure!(
-        !overlaps(o, span(&wd)),
-        VALUE_ERROR,
-        "matmul: out: output memory overlaps input w"
-    );
-    if let Some(b) = &bd {
-        ensure!(
-            !overlaps(o, span(b)),
-            VALUE_ERROR,
-            "matmul: out: output memory overlaps input bias"
-        );
-    }
+    expect_shape(&out, &format!("{who}: out"), &os)?;
     let rows = match xs[..xs.len() - 1]
         .iter()
         .try_fold(1usize, |a, &d| a.checked_mul(d.max(0) as usize))
     {
         Some(r) => r,
-        None => bail!(VALUE_ERROR, "matmul: x: the row count of shape {:?} overflows", xs),
+        None => bail!(VALUE_ERROR, "{who}: x: the row count of shape {:?} overflows", xs),
     };
-    matmul_forward(rows, k.max(0) as usize, n.max(0) as usize, &xd, &wd, bd.as_deref(), od)
+    Ok(MatmulCall {
+        rows,
+        k: k.max(0) as usize,
+        n: n.max(0) as usize,
+        x,
+        w,
+        bias,
+        out,
+    })
+}
+
+/// The data of `x`, `bias` and `out`, after checking that `out` overlaps none
+/// of the inputs (`w` too).
+#[allow(clippy::type_complexity)]
+pub(crate) fn call_data<'a>(
+    who: &str,
+    c: &MatmulCall,
+) -> Result<(Cow<'a, [f32]>, Option<Cow<'a, [f32]>>, &'a mut [f32])> {
+    let xd = input::<f32>(&c.x, &format!("{who}: x"))?;
+    let bd = match &c.bias {
+        Some(b) => Some(input::<f32>(b, &format!("{who}: bias"))?),
+        None => None,
+    };
+    let od = output::<f32>(&c.out, &format!("{who}: out"))?;
+    let o = span(od);
+    ensure!(
+        !overlaps(o, span(&xd)),
+        VALUE_ERROR,
+        "{who}: out: output memory overlaps input x"
+    );
+    ensure!(
+        !overlaps(o, byte_span(&c.w)),
+        VALUE_ERROR,
+        "{who}: out: output memory overlaps input w"
+    );
+    if let Some(b) = &bd {
+        ensure!(
+            !overlaps(o, span(b)),
+            VALUE_ERROR,
+            "{who}: out: output memory overlaps input bias"
+        );
+    }
+    Ok((xd, bd, od))
+}
+
+/// Parses and validates the packed arguments, then runs [`matmul_forward`].
+pub fn matmul_packed(args: &[AnyView]) -> Result<()> {
+    const WHO: &str = "matmul";
+    let c = parse_call(WHO, args, false)?;
+    let (x, bias, out) = call_data(WHO, &c)?;
+    let w = input::<f32>(&c.w, "matmul: w")?;
+    matmul_forward(c.rows, c.k, c.n, &x, &w, bias.as_deref(), out)
 }
 
 /// `out [rows, n] = x [rows, k] @ w [k, n] + bias [n]`, dense row-major.

@@ -25,6 +25,16 @@ impl Element for i64 {
     const NAME: &'static str = "int64";
 }
 
+/// A bfloat16 value as its bits; the kernels convert, never compute with it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(transparent)]
+pub struct Bf16(pub u16);
+
+impl Element for Bf16 {
+    const CODE: DLDataTypeCode = DLDataTypeCode::kDLBfloat;
+    const NAME: &'static str = "bfloat16";
+}
+
 fn dtype_name(t: &TensorView) -> String {
     let d = t.dtype();
     let code = match d.code {
@@ -95,6 +105,26 @@ fn base_ptr<E: Element>(t: &TensorView) -> Result<*mut E> {
         bail!(VALUE_ERROR, "tensor has elements but a null data pointer");
     }
     Ok(unsafe { (t.data_ptr() as *mut u8).add(offset) as *mut E })
+}
+
+/// The bytes `t`'s elements occupy (from the lowest to one past the highest
+/// addressed element), `None` when it has none. For overlap checks.
+pub fn byte_span(t: &TensorView) -> Option<(usize, usize)> {
+    if t.numel() == 0 || t.data_ptr().is_null() {
+        return None;
+    }
+    let raw = unsafe { &*t.as_raw() };
+    let item = (t.dtype().bits as usize).div_ceil(8) * t.dtype().lanes.max(1) as usize;
+    let (mut lo, mut hi) = (0i64, 0i64);
+    for (&n, &s) in t.shape().iter().zip(&strides_of(t)) {
+        let reach = (n - 1) * s;
+        lo += reach.min(0);
+        hi += reach.max(0);
+    }
+    let base = t.data_ptr() as usize + raw.byte_offset as usize;
+    let start = base as i64 + lo * item as i64;
+    let end = base as i64 + (hi + 1) * item as i64;
+    Some((start.max(0) as usize, end.max(0) as usize))
 }
 
 /// Strides in elements, treating null strides as row-major.
