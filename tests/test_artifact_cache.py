@@ -19,3 +19,10 @@ def test_editing_a_compiler_source_changes_the_key(tmp_path, monkeypatch):
     after = artifact_cache.artifact_key("weights-sha")
     assert after != before
     assert artifact_cache.artifact_key("other-weights") != after
+
+
+def test_precision_is_part_of_the_key():
+    fp32 = artifact_cache.artifact_key("weights-sha")
+    assert artifact_cache.artifact_key("weights-sha", precision="fp32") == fp32
+    bf16 = artifact_cache.artifact_key("weights-sha", precision="bf16")
+    assert bf16 != fp32 and bf16.endswith("-bf16")

@@ -30,15 +30,17 @@ def compiler_fingerprint() -> str:
     return digest.hexdigest()[:12]
 
 
-def artifact_key(weights_fingerprint: str, lstm_impl: str = "plugin") -> str:
+def artifact_key(weights_fingerprint: str, lstm_impl: str = "plugin", precision: str = "fp32") -> str:
     import tvm
     from tvm.target import codegen
 
     from . import __version__
 
     cpu = codegen.llvm_get_system_cpu()
-    return (f"{weights_fingerprint[:24]}-tvm{tvm.__version__}-ext{__version__}-{compiler_fingerprint()}"
-            f"-{cpu}-{lstm_impl}")
+    key = (f"{weights_fingerprint[:24]}-tvm{tvm.__version__}-ext{__version__}-{compiler_fingerprint()}"
+           f"-{cpu}-{lstm_impl}")
+    # fp32 keys are unchanged, so existing fp32 artifacts stay valid.
+    return key if precision == "fp32" else f"{key}-{precision}"
 
 
 def cached_artifact_dir(key: str) -> Path:
@@ -51,20 +53,21 @@ def is_complete(out_dir: Path) -> bool:
     return (out_dir / META).is_file() and (out_dir / LIBRARY).is_file()
 
 
-def ensure_artifact(resolved_weights, *, lstm_impl: str = "plugin", quiet: bool = False) -> Path:
+def ensure_artifact(resolved_weights, *, lstm_impl: str = "plugin", precision: str = "fp32",
+                    quiet: bool = False) -> Path:
     """The artifact for these weights, compiling (once, atomically) if it is missing."""
     from .assets.weights import load_model
     from .compile import compile_kokoro
 
-    out = cached_artifact_dir(artifact_key(resolved_weights.fingerprint(), lstm_impl))
+    out = cached_artifact_dir(artifact_key(resolved_weights.fingerprint(), lstm_impl, precision))
     if is_complete(out):
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         model = load_model(resolved_weights)
-        compile_kokoro(model, tmp, lstm_impl=lstm_impl, weights_fingerprint=resolved_weights.fingerprint(),
-                       quiet=quiet)
+        compile_kokoro(model, tmp, lstm_impl=lstm_impl, precision=precision,
+                       weights_fingerprint=resolved_weights.fingerprint(), quiet=quiet)
         if out.exists():  # a concurrent compile finished first, or a broken leftover
             shutil.rmtree(out)
         os.replace(tmp, out)

@@ -43,10 +43,16 @@ def default_target() -> dict:
 
 
 def compile_kokoro(model, out_dir, *, target: dict | None = None, lstm_impl: str = "plugin",
-                   weights_fingerprint: str | None = None, quiet: bool = False) -> Path:
+                   precision: str = "fp32", weights_fingerprint: str | None = None, quiet: bool = False) -> Path:
     """Compile ``model`` (a ``kokoro.KModel``) into ``out_dir``; returns the directory.
 
     ``lstm_impl="tir"`` builds an artifact that runs without the plugin library.
+    ``precision="bf16"``: the decoder's convolutions and matmuls take bf16
+    inputs and weights (packed now) and accumulate in f32, where the CPU has
+    AVX512-BF16 (checked at run time; elsewhere they run in f32). The text
+    stage stays f32, so the durations, and the audio's length, do not change;
+    so does the F0 predictor, whose errors the sine source integrates
+    (passes/pack_bf16.py).
     """
     import torch
     import tvm
@@ -56,10 +62,12 @@ def compile_kokoro(model, out_dir, *, target: dict | None = None, lstm_impl: str
     from .kokoro.stage1 import TextStage, export_text_stage
     from .kokoro.stage2 import AudioStage, export_audio_stage
     from .passes.merge_modules import merge_modules
+    from .passes.pack_bf16 import PRECISION_ATTR, check_precision
     from .passes.pipeline import cpu_pipeline
 
     if not isinstance(model, KModel):
         raise TypeError(f"compile_kokoro needs a kokoro.KModel, got {type(model).__name__}")
+    check_precision(precision)
     out_dir = Path(out_dir)
     target = target or default_target()
     step = _Progress(6, open(os.devnull, "w") if quiet else sys.stderr)
@@ -76,10 +84,13 @@ def compile_kokoro(model, out_dir, *, target: dict | None = None, lstm_impl: str
         "text_stage": from_exported_program(text_ep, lstm_impl=lstm_impl),
         "audio_stage": from_exported_program(audio_ep, lstm_impl=lstm_impl),
     })
+    if precision != "fp32":
+        # The durations are rounded to whole frames from the text stage: keep it f32.
+        mod["text_stage"] = mod["text_stage"].with_attr(PRECISION_ATTR, "fp32")
     step(f"compiling for {target} (the longest step)")
     tvm_target = tvm.target.Target(target)
     with quiet_harmless_warnings(step.stream):
-        exe = tvm.compile(mod, target=tvm_target, relax_pipeline=cpu_pipeline(tvm_target))
+        exe = tvm.compile(mod, target=tvm_target, relax_pipeline=cpu_pipeline(tvm_target, precision=precision))
     step(f"writing {out_dir / LIBRARY}")
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
@@ -92,6 +103,7 @@ def compile_kokoro(model, out_dir, *, target: dict | None = None, lstm_impl: str
         "tvm": tvm.__version__,
         "target": target,
         "lstm_impl": lstm_impl,
+        "precision": precision,
         "max_tokens": MAX_TOKENS,
         "n_token": int(model.bert.config.vocab_size),
         "sample_rate": 24000,

@@ -6,6 +6,8 @@ after one warm-up.
 
 Rows:
   tvm       our compiled artifact (compiled first if it is not cached)
+  tvm-fast  the same with precision="bf16" (bf16 convolutions and matmuls, f32
+            accumulation; f32 where the CPU lacks AVX512-BF16)
   torch     hexgrad's KModel, eager
   ort-int8  ONNX Runtime on the int8 export our offline weights come from
   ort-fp32  ONNX Runtime on that export with its quantization undone: the same
@@ -40,7 +42,8 @@ TEXTS = {  # 48 and 309 tokens with the default G2P
         "An edge box or a server needs to know the cost per second of audio."
     ),
 }
-SYSTEMS = ["tvm", "torch", "ort-int8", "ort-fp32"]
+SYSTEMS = ["tvm", "tvm-fast", "torch", "ort-int8", "ort-fp32"]
+PRECISION = {"tvm": "fp32", "tvm-fast": "bf16"}
 JSON_KEYS = ("system", "tokens", "seconds", "audio_seconds", "rtf", "peak_rss_mb", "compile_seconds", "snr_db")
 
 
@@ -80,7 +83,7 @@ def worker(job: dict) -> dict:
     tokens, style, repeat = data["tokens"], data["style"], job["repeat"]
     ids = np.array([[0, *tokens, 0]], np.int64)
     row = {"system": job["system"], "tokens": int(tokens.size)}
-    if job["system"] == "tvm":
+    if job["system"] in PRECISION:
         from kokoro_tvm_ext.runtime import KokoroTVM
 
         tts = KokoroTVM(job["artifact"])
@@ -108,7 +111,23 @@ def worker(job: dict) -> dict:
         seconds, (audio,) = timed(lambda: session.run(None, feed), repeat)
     audio_seconds = np.asarray(audio).size / 24000
     row.update(seconds=seconds, audio_seconds=audio_seconds, rtf=seconds / audio_seconds, peak_rss_mb=peak_rss_mb())
+    if "audio_out" in job:  # for the SNR, which the driver computes
+        np.save(job["audio_out"], np.asarray(audio, np.float32))
     return row
+
+
+def snr_db(model, audio_path: str, inputs_path: str):
+    """SNR of the saved audio against PyTorch fp32 (hexgrad's KModel) fed the same
+    noise (``synthesize``'s default seed 0); None when the lengths differ."""
+    import numpy as np
+
+    from kokoro_tvm_ext.kokoro.reference import reference
+
+    data, audio = np.load(inputs_path), np.load(audio_path).astype(np.float64)
+    ref, _ = reference(model, data["tokens"], data["style"], speed=1.0, noise_seed=0)
+    if ref.shape != audio.shape:
+        return None
+    return float(10 * np.log10(np.sum(ref.astype(np.float64) ** 2) / np.sum((audio - ref) ** 2)))
 
 
 def tvm_stages(tts, ids, style) -> dict:
@@ -146,11 +165,11 @@ def prepare(job: dict) -> dict:
     from kokoro_tvm_ext.assets import resolve
 
     weights = resolve(job["weights"])
-    if job["system"] == "tvm":
+    if job["system"] in PRECISION:
         from kokoro_tvm_ext.artifact_cache import ensure_artifact
         from kokoro_tvm_ext.runtime.artifact import read_meta
 
-        artifact = ensure_artifact(weights)
+        artifact = ensure_artifact(weights, precision=PRECISION[job["system"]])
         return {"artifact": str(artifact), "compile_seconds": read_meta(artifact)["compile_seconds"]}
     if job["system"] in ("ort-int8", "ort-fp32"):
         return {"onnx": str(onnx_model(job["system"]))}
@@ -196,9 +215,9 @@ def write_inputs(text: str, voice: str, weights, path: Path) -> None:
 def _in_subprocess(mode: str, job: dict, threads: int) -> dict:
     """Run ``prepare`` or ``worker`` on ``job`` in a fresh Python; its JSON result."""
     env = {**os.environ, **{v: str(threads) for v in ("TVM_NUM_THREADS", "RAYON_NUM_THREADS", "OMP_NUM_THREADS")}}
-    # The tvm row runs as deployed, with numpy and TVM only. torch is installed
+    # The tvm rows run as deployed, with numpy and TVM only. torch is installed
     # here, and tvm_ffi imports it when it can (~700 MB); block it.
-    block_torch = "sys.modules['torch'] = None; " if mode == "worker" and job["system"] == "tvm" else ""
+    block_torch = "sys.modules['torch'] = None; " if mode == "worker" and job["system"] in PRECISION else ""
     bootstrap = f"import sys; {block_torch}from kokoro_tvm_ext.benchmark.e2e import main; sys.exit(main())"
     cmd = [sys.executable, "-c", bootstrap, f"--{mode}", json.dumps(job)]
     stderr = None if mode == "prepare" else subprocess.PIPE  # compile progress stays visible
@@ -215,7 +234,7 @@ def run(args) -> int:
     from .table import machine_line, print_table
 
     weights = resolve(args.weights)
-    rows = []
+    rows, jobs = [], []  # jobs[i] measured rows[i]
     with tempfile.TemporaryDirectory() as tmp:
         inputs = {}
         for key, text in TEXTS.items():
@@ -227,6 +246,8 @@ def run(args) -> int:
             for key in TEXTS:
                 job = {**ready, "system": system, "inputs": str(inputs[key]), "repeat": args.repeat,
                        "threads": args.threads}
+                if system in PRECISION:
+                    job["audio_out"] = str(Path(tmp) / f"{system}-{key}.npy")
                 try:
                     row = _in_subprocess("worker", job, args.threads)
                 except RuntimeError as err:
@@ -235,13 +256,22 @@ def run(args) -> int:
                 if "compile_seconds" in ready:
                     row["compile_seconds"] = ready["compile_seconds"]
                 rows.append(row)
+                jobs.append(job)
                 print(f"  measured {system} on the {key} text: RTF {row['rtf']:.3f}", file=sys.stderr, flush=True)
+        with_audio = [(r, job) for r, job in zip(rows, jobs) if "audio_out" in job]
+        if with_audio:
+            from kokoro_tvm_ext.assets import load_model
+
+            model = load_model(weights)
+            for r, job in with_audio:
+                r["snr_db"] = snr_db(model, job["audio_out"], job["inputs"])
 
     print(machine_line(args.threads))
     print_table(
-        ["system", "tokens", "seconds", "audio s", "RTF", "peak RSS MB", "compile s"],
+        ["system", "tokens", "seconds", "audio s", "RTF", "peak RSS MB", "compile s", "SNR dB"],
         [[r["system"], r["tokens"], f"{r['seconds']:.3f}", f"{r['audio_seconds']:.2f}", f"{r['rtf']:.3f}",
-          f"{r['peak_rss_mb']:.0f}", f"{r['compile_seconds']:.0f}" if "compile_seconds" in r else ""] for r in rows],
+          f"{r['peak_rss_mb']:.0f}", f"{r['compile_seconds']:.0f}" if "compile_seconds" in r else "",
+          "" if r.get("snr_db") is None else f"{r['snr_db']:.1f}"] for r in rows],
     )
     print("\nper stage (seconds, medians):")
     print_table(["system", "tokens", "stage", "seconds"],

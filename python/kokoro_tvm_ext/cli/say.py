@@ -18,6 +18,7 @@ import warnings
 from pathlib import Path
 
 from ..assets.voices import DEFAULT_VOICE
+from .compile import add_precision_argument
 
 HELP = "speak text to a WAV file"
 
@@ -33,6 +34,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--weights", help="a Kokoro .pth state_dict (default: HF cache, else the offline rebuild)")
     parser.add_argument("--artifact", help="a compiled artifact directory (default: compile once and cache)")
     parser.add_argument("--seed", type=int, default=0, help="noise seed, for reproducible audio (default: %(default)s)")
+    add_precision_argument(parser)
 
 
 class UsageError(ValueError):
@@ -119,7 +121,7 @@ def run(args) -> int:
         else:
             from ..artifact_cache import ensure_artifact
 
-            artifact = ensure_artifact(weights)
+            artifact = ensure_artifact(weights, precision=args.precision)
         from ..runtime import KokoroTVM
 
         runtime = KokoroTVM(artifact)

@@ -8,6 +8,8 @@
    (fold_bias.py).
 2. FoldConstant + DeadCodeElimination: weights are constants; fold the
    permutes and reshapes around them, drop the broadcasts the dispatch made dead.
+   With precision="bf16", PackWeightsBF16 (pack_bf16.py) runs in between: those
+   calls go to the bf16 kernels, their weights packed to bf16 at compile time.
 3. TVM's CPU legalization and fusion (relax.backend.cpu_generic).
 4. ParallelOuterLoops: every remaining PrimFunc runs on all cores (cpu_schedule.py).
 5. TVM's CPU lowering and finalisation.
@@ -22,19 +24,23 @@ from tvm.relax.backend.cpu_generic import pipeline as cpu_generic_pipeline
 from .cpu_schedule import schedule_pass
 from .dispatch_kernels import DispatchToPluginKernels
 from .fold_bias import FoldBiasIntoKernels
+from .pack_bf16 import PackWeightsBF16, check_precision
 from .remove_noop_copies import RemoveNoOpCopies
 
 
-def plugin_passes(use_kernels: bool = True) -> list:
+def plugin_passes(use_kernels: bool = True, precision: str = "fp32") -> list:
     # Dispatch first: folding would turn a weight broadcast over the batch into a
     # batched constant; the dispatch looks through the broadcast to the 2-D weight.
     passes = [RemoveNoOpCopies] + ([DispatchToPluginKernels, FoldBiasIntoKernels] if use_kernels else [])
-    return passes + [relax.transform.FoldConstant(), relax.transform.DeadCodeElimination()]
+    passes.append(relax.transform.FoldConstant())
+    if use_kernels and check_precision(precision) == "bf16":
+        passes.append(PackWeightsBF16)  # after folding: the weights are constants now
+    return passes + [relax.transform.DeadCodeElimination()]
 
 
-def pass_list(target: tvm.target.Target, use_kernels: bool = True) -> list:
+def pass_list(target: tvm.target.Target, use_kernels: bool = True, precision: str = "fp32") -> list:
     return (
-        plugin_passes(use_kernels)
+        plugin_passes(use_kernels, precision)
         + cpu_generic.library_dispatch_passes(target)
         + cpu_generic.legalize_passes(target)
         + [schedule_pass()]
@@ -43,15 +49,18 @@ def pass_list(target: tvm.target.Target, use_kernels: bool = True) -> list:
     )
 
 
-def cpu_pipeline(target: tvm.target.Target, use_kernels: bool = True):
+def cpu_pipeline(target: tvm.target.Target, use_kernels: bool = True, precision: str = "fp32"):
     """The Relax pipeline ``tvm.compile`` runs for ``target``.
 
     ``use_kernels=False`` keeps convolutions and matmuls in TVM.
+    ``precision="bf16"`` runs the kernels' convolutions and matmuls on bf16
+    inputs and weights with f32 accumulation (see pack_bf16.py).
     """
+    check_precision(precision)
 
     @tvm.transform.module_pass(opt_level=0, name="KokoroCPUPipeline")
     def pipeline(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
         with target:
-            return tvm.transform.Sequential(pass_list(target, use_kernels))(mod)
+            return tvm.transform.Sequential(pass_list(target, use_kernels, precision))(mod)
 
     return pipeline
