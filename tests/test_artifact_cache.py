@@ -6,7 +6,7 @@ from kokoro_tvm_ext import artifact_cache
 
 def test_editing_a_compiler_source_changes_the_key(tmp_path, monkeypatch):
     package = tmp_path / "pkg"
-    for name in ("frontend", "passes", "kokoro"):
+    for name in ("frontend", "legalize", "passes", "kokoro"):
         (package / name).mkdir(parents=True)
     source = package / "passes" / "pipeline.py"
     source.write_text("PASSES = ['a']\n")

@@ -13,7 +13,7 @@ from .runtime.artifact import LIBRARY, META
 # What decides the compiled code besides the weights: the compiler-side sources
 # and the native library. Hashing them means an upgraded (or edited) plugin never
 # reuses an artifact built by another version of itself.
-_COMPILER_SOURCES = ("frontend", "passes", "kokoro", "compile.py", "torch_lstm.py")
+_COMPILER_SOURCES = ("frontend", "legalize", "passes", "kokoro", "compile.py", "torch_lstm.py")
 
 
 def compiler_fingerprint() -> str:

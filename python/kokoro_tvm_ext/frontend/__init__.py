@@ -1,8 +1,19 @@
 """ATen → Relax conversion: our converters, handed to TVM's own importer."""
 from __future__ import annotations
 
-from . import clamp, convolution, matmul, repeat_interleave, slice_tensor  # noqa: F401  (each module registers its converters)
+from . import (  # noqa: F401  (each module registers its converters)
+    clamp,
+    convolution,
+    matmul,
+    repeat_interleave,
+    scalar_operands,
+    slice_tensor,
+    symbolic_scalars,
+)
+from .. import legalize  # noqa: F401  (slice_scatter with symbolic bounds needs our FLegalize)
+from ..passes.bind_derived_dims import BindDerivedInputDims
 from .lstm import lstm_converters
+from .random import random_converters
 from .registry import CONVERTERS, converter
 
 LSTM_IMPLS = ("plugin", "tir")
@@ -25,6 +36,7 @@ def from_exported_program(
     *,
     custom_convert_map=None,
     lstm_impl: str = "plugin",
+    random_seed: int = 0,
     run_ep_decomposition: bool = True,
     **kwargs,
 ):
@@ -32,10 +44,15 @@ def from_exported_program(
 
     - ``lstm_impl``: "plugin" calls the Rust kernel at run time; "tir" emits
       PrimFuncs with a serial time loop, for builds that run without the plugin.
+    - ``random_seed``: ``rand``/``randn`` (and ``*_like``) become seeded,
+      deterministic noise (random.py); it cannot match torch's generator, so
+      noise that must match belongs in the model's inputs.
     - ``run_ep_decomposition``: decompose with :func:`decomposition_table`,
       which keeps LSTMs whole.
     - Entries in ``custom_convert_map`` override ours. Other keyword arguments
       go to TVM unchanged.
+    - Parameters with derived dims only (``2*T``, no bare ``T``) are rewritten
+      so VMShapeLower can bind ``T`` (passes/bind_derived_dims.py).
     """
     from tvm.relax.frontend.torch import from_exported_program as tvm_from_exported_program
 
@@ -43,10 +60,17 @@ def from_exported_program(
         raise ValueError(f"lstm_impl must be one of {LSTM_IMPLS}, got {lstm_impl!r}")
     if run_ep_decomposition:
         exported_program = exported_program.run_decompositions(decomposition_table())
-    convert_map = {**CONVERTERS, **lstm_converters(lstm_impl), **(custom_convert_map or {})}
-    return tvm_from_exported_program(
+    convert_map = {
+        **CONVERTERS,
+        **lstm_converters(lstm_impl),
+        **random_converters(random_seed),
+        **(custom_convert_map or {}),
+    }
+    mod = tvm_from_exported_program(
         exported_program, custom_convert_map=convert_map, run_ep_decomposition=False, **kwargs
     )
+    # Derived input dims (2*T with no bare T) would fail VMShapeLower; a no-op otherwise.
+    return BindDerivedInputDims(mod)
 
 
 __all__ = ["CONVERTERS", "LSTM_IMPLS", "converter", "decomposition_table", "from_exported_program"]

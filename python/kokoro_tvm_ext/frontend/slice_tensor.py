@@ -4,8 +4,11 @@ Stock TVM emits ``strided_slice(assume_inbound=False)`` with torch's raw
 bounds. On a symbolic axis Relax cannot clip them at compile time, so the
 result's shape becomes unknown (``R.Tensor(ndim=3)``), and the next reshape
 with a -1 fails ("Reshape expects the input tensor to have known shape"),
-or the build fails late. That hits ``x[..., 1:-1]``, ``x[..., -1:]`` and
-BERT's ``position_ids[:, :T]``.
+or the build fails late. That hits ``x[..., 1:-1]`` and ``x[..., -1:]``.
+A static axis sliced by a symbolic bound loses its shape the same way:
+BERT's ``position_ids[:, :T]`` (a [1, 512] buffer) becomes ``R.Tensor(ndim=2)``
+and the build fails at the embedding add: "CodeGenVM cannot emit this Relax
+operator directly. [...] Offending call: R.add(lv3, lv8)".
 
 torch.export already knows the slice's exact length, simplified with the
 export's range constraints. We normalise the start (a negative start counts
@@ -34,13 +37,14 @@ def slice_tensor(node, importer):
     ndim = x.ty.ndim
     dim = _arg(node, 1, "dim", 0)
     start = _arg(node, 2, "start", None)
+    end = _arg(node, 3, "end", None)
     step = _arg(node, 4, "step", 1)
     if shape is None or ndim < 0 or not isinstance(step, int) or step < 1:
         return importer._slice(node)  # TVM's own conversion
     dim = dim % ndim
     length = shape[dim]
-    if isinstance(length, tirx.IntImm):
-        return importer._slice(node)  # a static axis: TVM's own conversion is exact
+    if isinstance(length, tirx.IntImm) and not _is_node(start) and not _is_node(end):
+        return importer._slice(node)  # static axis and bounds: TVM's own conversion is exact
     out_shape = list(shape)
     try:
         out_shape[dim] = to_prim(importer, node.meta["val"].shape[dim])
@@ -68,6 +72,11 @@ def slice_tensor(node, importer):
     end = analyzer.simplify(begin + (out_len - 1) * step + 1) if step > 1 else analyzer.simplify(begin + out_len)
     sliced = bb.emit(relax.op.strided_slice(x, [dim], [begin], [end], [step], assume_inbound=True))
     return _with_shape(bb, sliced, out_shape, x.ty.dtype)
+
+
+def _is_node(value) -> bool:
+    """Whether a bound is computed in the graph (an fx.Node), e.g. ``x.shape[1]``."""
+    return hasattr(value, "op")
 
 
 def _with_shape(bb, expr, shape, dtype):
