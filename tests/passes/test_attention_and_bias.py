@@ -137,3 +137,71 @@ def test_conv_bias_matches_torch(conv):
             want = model(x).numpy()
         got = _first(vm["main"](tvm.runtime.tensor(x.numpy())))
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_bias_add_in_a_later_block_is_left_alone():
+    """Moving the product's call into another block would take its dataflow inputs out of scope."""
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+
+    from kokoro_tvm_ext.passes.fold_bias import FoldBiasIntoKernels
+
+    prims = [R.prim_value(v) for v in (1, 0, 0, 1, 1, 0)]  # stride, pads, dilation, groups, has_bias
+
+    @I.ir_module
+    class TwoBlocks:
+        @R.function
+        def main(x: R.Tensor((1, 2, 5), "float32"), w: R.Tensor((3, 2, 1), "float32"),
+                 b: R.Tensor((1, 3, 1), "float32")):
+            with R.dataflow():
+                x2 = R.add(x, x)
+                y = R.call_dps_packed("kokoro_tvm_ext.conv1d", (*prims, x2, w), out_ty=R.Tensor((1, 3, 5), "float32"))
+                R.output(y)
+            z = R.add(y, b)
+            return z
+
+    @I.ir_module
+    class OneBlock:
+        @R.function
+        def main(x: R.Tensor((1, 2, 5), "float32"), w: R.Tensor((3, 2, 1), "float32"),
+                 b: R.Tensor((1, 3, 1), "float32")):
+            with R.dataflow():
+                x2 = R.add(x, x)
+                y = R.call_dps_packed("kokoro_tvm_ext.conv1d", (*prims, x2, w), out_ty=R.Tensor((1, 3, 5), "float32"))
+                z = R.add(y, b)
+                R.output(z)
+            return z
+
+    kept = FoldBiasIntoKernels(TwoBlocks)
+    assert relax.analysis.check_well_formed(kept)
+    assert "R.add(y, b)" in kept.script()
+    folded = FoldBiasIntoKernels(OneBlock)
+    assert relax.analysis.check_well_formed(folded)
+    assert "R.add(y, b)" not in folded.script() and '"kokoro_tvm_ext.conv1d", (1, 0, 0, 1, 1, 1,' in folded.script()
+
+
+def test_transpose_from_an_earlier_block_is_not_looked_through():
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+
+    from kokoro_tvm_ext.passes.dispatch_kernels import DispatchToPluginKernels
+
+    @I.ir_module
+    class Blocks:
+        @R.function
+        def main(q: R.Tensor((2, 4, 8), "float32"), k: R.Tensor((2, 4, 8), "float32")):
+            with R.dataflow():
+                k2 = R.add(k, k)
+                kt = R.permute_dims(k2, axes=[0, 2, 1])
+                R.output(kt)
+            kt2 = R.add(kt, kt)  # a plain binding between the two blocks
+            with R.dataflow():
+                s = R.matmul(q, kt)  # k2 is out of scope here
+                s2 = R.matmul(q, R.permute_dims(q, axes=[0, 2, 1]))  # in scope: read through strides
+                R.output(s, s2)
+            return (kt2, s, s2)
+
+    out = DispatchToPluginKernels(Blocks)
+    assert relax.analysis.check_well_formed(out)
+    calls = _calls(out.script(), "batch_matmul")
+    assert [c.split(",")[1].strip() for c in calls] == ["0", "1"]

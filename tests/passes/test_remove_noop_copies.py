@@ -87,3 +87,26 @@ def test_block_outputs_stay_well_formed():
     out = _removed(EscapingOutput)
     assert relax.analysis.check_well_formed(out)
     assert _ops(out) == ["relax.add", "relax.reshape"]
+
+
+@I.ir_module
+class PermuteAcrossBlocks:
+    @R.function
+    def main(x: R.Tensor((2, 3), "float32")):
+        with R.dataflow():
+            x2 = R.add(x, x)
+            a = R.permute_dims(x2, axes=[1, 0])
+            R.output(a)
+        a2 = R.add(a, a)  # a plain binding between the two blocks
+        with R.dataflow():
+            # Undoes a, but x2 belongs to the first block: kept.
+            b = R.permute_dims(a, axes=[1, 0])
+            c = R.add(b, b)
+            R.output(c)
+        return (a2, c)
+
+
+def test_cancelling_permutes_across_blocks_stay_well_formed():
+    out = _removed(PermuteAcrossBlocks)
+    assert relax.analysis.check_well_formed(out)
+    assert _ops(out).count("relax.permute_dims") == 2

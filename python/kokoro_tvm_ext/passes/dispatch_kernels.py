@@ -86,6 +86,8 @@ def matmul_call(call: relax.Call, lookup):
     # [B, K, N]; the kernel wants the one [K, N] matrix it came from.
     source = lookup(w) if isinstance(w, relax.Var) else None
     weight = source.args[0] if isinstance(source, relax.Call) and source.op == BROADCAST_TO else w
+    if not _in_scope(weight, w):
+        weight = w
     w_shape = list(weight.ty.shape)
     # torch's decomposition turns linear layers into bmm with an expanded
     # [1, K, N] weight; leading 1s are the same 2-D weight for every row.
@@ -117,7 +119,7 @@ def _untransposed(v, lookup):
     """
     undo = []  # what to apply to s, outermost first
     e = v
-    while isinstance(e, relax.Var):
+    while isinstance(e, relax.DataflowVar):  # bound in the matmul's own block
         b = lookup(e)
         if not isinstance(b, relax.Call) or not b.args:
             break
@@ -145,6 +147,15 @@ def _untransposed(v, lookup):
         else:
             break
     return 0, v
+
+
+def _in_scope(source, var) -> bool:
+    """Whether ``source``, read from ``var``'s binding, is visible wherever ``var`` is.
+
+    A dataflow var is only visible in its own block; a plain ``var`` may be
+    used in later blocks, where its binding's dataflow inputs are not.
+    """
+    return isinstance(var, relax.DataflowVar) or not isinstance(source, relax.DataflowVar)
 
 
 def _same_last_two(a, b) -> bool:

@@ -95,6 +95,19 @@ class _BiasFolder(PyExprMutator):
         super().__init__(mod)
         self.uses = uses
         self.analyzer = Analyzer()
+        self.block_vars: set = set()  # bound so far in the current block
+
+    def visit_binding_block_(self, block):
+        self.block_vars = set()
+        return super().visit_binding_block_(block)
+
+    def visit_dataflow_block_(self, block):
+        self.block_vars = set()
+        return super().visit_dataflow_block_(block)
+
+    def visit_var_binding_(self, binding):
+        super().visit_var_binding_(binding)
+        self.block_vars.add(binding.var)
 
     def visit_call_(self, call):
         call = super().visit_call_(call)
@@ -102,7 +115,9 @@ class _BiasFolder(PyExprMutator):
             return call
         out_shape = _shape(call)
         for product, bias in (call.args, call.args[::-1]):
-            if not isinstance(product, relax.Var) or self.uses.get(product, 0) != 1:
+            # The kernel call moves to the add: only within one block, where its
+            # inputs are still in scope.
+            if product not in self.block_vars or self.uses.get(product, 0) != 1:
                 continue
             kernel = _kernel_without_bias(self.lookup_binding(product))
             if kernel is None:

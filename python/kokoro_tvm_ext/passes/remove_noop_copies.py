@@ -93,7 +93,10 @@ class _Remover(PyExprMutator):
             return None
         x = value.args[0]
         inner = self.lookup_binding(self.visit_expr(x)) if isinstance(x, relax.Var) else None
-        if isinstance(inner, relax.Call) and inner.op == PERMUTE_DIMS and inner.attrs.axes is not None:
+        if not (isinstance(inner, relax.Call) and inner.op == PERMUTE_DIMS and inner.attrs.axes is not None):
+            return None
+        # The inner input must be visible here: x from this block, or a plain var.
+        if isinstance(x, relax.DataflowVar) or not isinstance(inner.args[0], relax.DataflowVar):
             return inner
         return None
 
