@@ -6,6 +6,7 @@
 //! register can never disagree.
 use tvm_ffi::{Function, Result};
 
+pub mod adain;
 pub mod batch_matmul;
 pub mod bf16;
 pub mod conv;
@@ -13,6 +14,7 @@ pub mod gemm;
 pub mod gemm_bf16;
 pub mod lstm;
 pub mod matmul;
+pub mod sin;
 pub mod snake;
 pub mod tensor;
 
@@ -24,6 +26,7 @@ type Constructor = fn() -> Function;
 /// The registration table.
 pub const FUNCTIONS: &[(&str, Constructor)] = &[
     ("kokoro_tvm_ext.snake", snake::function),
+    ("kokoro_tvm_ext.adain", adain::function),
     ("kokoro_tvm_ext.lstm", lstm::function),
     ("kokoro_tvm_ext.conv1d", conv::function),
     ("kokoro_tvm_ext.conv1d_transpose", conv::transpose_function),

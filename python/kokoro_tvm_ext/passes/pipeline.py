@@ -5,7 +5,8 @@
 1. DispatchToPluginKernels: conv1d / conv1d_transpose / linear layers /
    attention matmuls go to the Rust kernels (dispatch_kernels.py);
    FoldBiasIntoKernels: the bias adds after them become the kernels' bias
-   (fold_bias.py).
+   (fold_bias.py); DispatchAdaIN: instance norm + AdaIN affine + Snake /
+   leaky_relu chains go to one fused kernel (dispatch_adain.py).
 2. FoldConstant + DeadCodeElimination: weights are constants; fold the
    permutes and reshapes around them, drop the broadcasts the dispatch made dead.
    With precision="bf16", PackWeightsBF16 (pack_bf16.py) runs in between: those
@@ -22,6 +23,7 @@ from tvm.relax.backend import cpu_generic
 from tvm.relax.backend.cpu_generic import pipeline as cpu_generic_pipeline
 
 from .cpu_schedule import schedule_pass
+from .dispatch_adain import DispatchAdaIN
 from .dispatch_kernels import DispatchToPluginKernels
 from .fold_bias import FoldBiasIntoKernels
 from .pack_bf16 import PackWeightsBF16, check_precision
@@ -32,6 +34,8 @@ def plugin_passes(use_kernels: bool = True, precision: str = "fp32") -> list:
     # Dispatch first: folding would turn a weight broadcast over the batch into a
     # batched constant; the dispatch looks through the broadcast to the 2-D weight.
     passes = [RemoveNoOpCopies] + ([DispatchToPluginKernels, FoldBiasIntoKernels] if use_kernels else [])
+    if use_kernels:
+        passes.append(DispatchAdaIN)  # the R.tile'd norm weights it passes are folded next
     passes.append(relax.transform.FoldConstant())
     if use_kernels and check_precision(precision) == "bf16":
         passes.append(PackWeightsBF16)  # after folding: the weights are constants now

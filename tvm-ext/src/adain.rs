@@ -1,0 +1,860 @@
+//! Fused AdaIN: instance norm, its affine, the style affine and an activation in
+//! one pass per row, as in Kokoro's `AdaIN1d` followed by Snake (vocoder
+//! `AdaINResBlock1`) or by leaky_relu (`AdainResBlk1d`, F0/N predictor and
+//! decoder). Unfused, TVM runs this as reductions plus an element-wise kernel
+//! that calls scalar libm `sinf`: a third of the audio stage.
+//!
+//! Global name: `kokoro_tvm_ext.adain`, destination-passing, called packed because
+//! the argument count depends on the flags (prims first, then tensors):
+//!
+//! ```text
+//! kokoro_tvm_ext.adain(
+//!   act: int              0 none, 1 snake, 2 leaky_relu
+//!   has_norm_affine: 0/1  whether the instance norm has weight and bias
+//!   eps: float >= 0       the instance norm's epsilon
+//!   slope: float          leaky_relu's negative slope (read only if act == 2)
+//!   x:      float32 [B, C, L]   (any strides)
+//!   norm_w: float32 [C]         -- only if has_norm_affine
+//!   norm_b: float32 [C]         -- only if has_norm_affine
+//!   scale:  float32 [B, C, 1]   (AdaIN's 1 + gamma)
+//!   shift:  float32 [B, C, 1]   (AdaIN's beta)
+//!   alpha:  float32 [1, C, 1]   -- only if act == 1, non-zero
+//!   OUT out: float32 [B, C, L]  (contiguous, sharing no memory with the inputs)
+//! )
+//! ```
+//!
+//! Per row `(b, c)`, with `mean` and the biased variance `var` of `x[b, c, :]`:
+//! `n = (x - mean) / sqrt(var + eps) * norm_w[c] + norm_b[c]`,
+//! `y = scale[b, c] * n + shift[b, c]`, and `out` is `y`, Snake's
+//! `y + sin(alpha[c] * y)^2 / alpha[c]`, or `y > 0 ? y : slope * y`.
+//!
+//! How: the row statistics accumulate in f64 around the row's first element
+//! (no cancellation however large the mean), and the per-row constants fold into
+//! `out = (x - mean) * A + B` before the activation. The element-wise pass is one
+//! branch-free loop that LLVM vectorizes, Snake's sine included ([`crate::sin`]'s
+//! fast path; the rare element beyond its range is redone by the exact slow
+//! path); the f64 sums are written with intrinsics. AVX-512 or AVX2+FMA code is
+//! chosen at run time, a portable build otherwise. Rows run in parallel on
+//! rayon's global pool; a row of `x` that is not contiguous along `L` is
+//! gathered first.
+use rayon::prelude::*;
+use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, TensorView, TYPE_ERROR, VALUE_ERROR};
+
+use crate::gemm::{flag_arg, int_in, overlaps, span, tensor_arg};
+use crate::sin::{needs_slow_path, sin_fast, sin_slow};
+use crate::tensor::{byte_span, check_dtype, expect_shape, input, output, shape_of, strided_input};
+
+/// The activation after the affine.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Activation {
+    None,
+    /// `y + sin(alpha * y)^2 / alpha`, alpha per channel.
+    Snake,
+    /// `y > 0 ? y : slope * y`.
+    LeakyRelu(f32),
+}
+
+/// The registered function.
+pub fn function() -> Function {
+    Function::from_packed(|args: &[AnyView]| -> Result<Any> {
+        adain_packed(args)?;
+        Ok(Any::default())
+    })
+}
+
+fn float_arg(arg: AnyView, what: &str) -> Result<f64> {
+    match f64::try_from(arg) {
+        Ok(v) => Ok(v),
+        Err(e) => bail!(TYPE_ERROR, "{what}: expected a float, {}", e.message()),
+    }
+}
+
+/// Parses and validates the packed arguments, then runs the kernel.
+pub fn adain_packed(args: &[AnyView]) -> Result<()> {
+    ensure!(
+        args.len() >= 4,
+        VALUE_ERROR,
+        "adain: expected at least 4 arguments (act, has_norm_affine, eps, slope), got {}",
+        args.len()
+    );
+    let act = int_in(args[0], "adain: act", 0, 2)?;
+    let affine = flag_arg(args[1], "adain: has_norm_affine")?;
+    let eps = float_arg(args[2], "adain: eps")?;
+    ensure!(
+        eps.is_finite() && eps >= 0.0,
+        VALUE_ERROR,
+        "adain: eps: expected a finite value >= 0, got {eps}"
+    );
+    let activation = match act {
+        0 => Activation::None,
+        1 => Activation::Snake,
+        _ => {
+            let slope = float_arg(args[3], "adain: slope")?;
+            ensure!(
+                slope.is_finite(),
+                VALUE_ERROR,
+                "adain: slope: expected a finite value, got {slope}"
+            );
+            Activation::LeakyRelu(slope as f32)
+        }
+    };
+    let snake = activation == Activation::Snake;
+    let expected = 4 + 1 + 2 * affine as usize + 2 + snake as usize + 1;
+    ensure!(
+        args.len() == expected,
+        VALUE_ERROR,
+        "adain: expected {expected} arguments for act={act}, has_norm_affine={}, got {}",
+        affine as i32,
+        args.len()
+    );
+    let mut next = 4;
+    let mut take = |what: &str| -> Result<TensorView> {
+        let t = tensor_arg(args[next], what)?;
+        next += 1;
+        Ok(t)
+    };
+    let x = take("adain: x")?;
+    let norm = if affine {
+        Some((take("adain: norm_w")?, take("adain: norm_b")?))
+    } else {
+        None
+    };
+    let scale = take("adain: scale")?;
+    let shift = take("adain: shift")?;
+    let alpha = if snake {
+        Some(take("adain: alpha")?)
+    } else {
+        None
+    };
+    let out = take("adain: out")?;
+    adain(
+        &x,
+        norm.as_ref().map(|(w, b)| (w, b)),
+        &scale,
+        &shift,
+        alpha.as_ref(),
+        eps,
+        activation,
+        &out,
+    )
+}
+
+/// Validates tensor dtypes and shapes and runs the kernel; `alpha` is read for
+/// [`Activation::Snake`] only.
+#[allow(clippy::too_many_arguments)]
+pub fn adain(
+    x: &TensorView,
+    norm: Option<(&TensorView, &TensorView)>,
+    scale: &TensorView,
+    shift: &TensorView,
+    alpha: Option<&TensorView>,
+    eps: f64,
+    activation: Activation,
+    out: &TensorView,
+) -> Result<()> {
+    check_dtype::<f32>(x, "adain: x")?;
+    let shape = shape_of(x, "adain: x", 3)?.to_vec();
+    let (batch, channels, length) = (shape[0], shape[1], shape[2]);
+    if let Some((w, b)) = norm {
+        expect_shape(w, "adain: norm_w", &[channels])?;
+        expect_shape(b, "adain: norm_b", &[channels])?;
+    }
+    expect_shape(scale, "adain: scale", &[batch, channels, 1])?;
+    expect_shape(shift, "adain: shift", &[batch, channels, 1])?;
+    let alpha = match (activation, alpha) {
+        (Activation::Snake, Some(a)) => {
+            expect_shape(a, "adain: alpha", &[1, channels, 1])?;
+            Some(a)
+        }
+        (Activation::Snake, None) => bail!(VALUE_ERROR, "adain: snake needs alpha"),
+        _ => None,
+    };
+    expect_shape(out, "adain: out", &shape)?;
+
+    let xs = strided_input::<f32>(x, "adain: x")?;
+    let (ws, bs) = match norm {
+        Some((w, b)) => (
+            Some(input::<f32>(w, "adain: norm_w")?),
+            Some(input::<f32>(b, "adain: norm_b")?),
+        ),
+        None => (None, None),
+    };
+    let scales = input::<f32>(scale, "adain: scale")?;
+    let shifts = input::<f32>(shift, "adain: shift")?;
+    let alphas = match alpha {
+        Some(a) => Some(input::<f32>(a, "adain: alpha")?),
+        None => None,
+    };
+    if let Some(a) = &alphas {
+        ensure!(
+            a.iter().all(|v| *v != 0.0),
+            VALUE_ERROR,
+            "adain: alpha must be non-zero in every channel"
+        );
+    }
+    let ys = output::<f32>(out, "adain: out")?;
+    let mut inputs = vec![(x, "x"), (scale, "scale"), (shift, "shift")];
+    inputs.extend(
+        norm.into_iter()
+            .flat_map(|(w, b)| [(w, "norm_w"), (b, "norm_b")]),
+    );
+    inputs.extend(alpha.map(|a| (a, "alpha")));
+    for (t, name) in inputs {
+        ensure!(
+            !overlaps(span(ys), byte_span(t)),
+            VALUE_ERROR,
+            "adain: out: output memory overlaps input {name}"
+        );
+    }
+    if ys.is_empty() {
+        return Ok(());
+    }
+
+    let (channels, length) = (channels as usize, length as usize);
+    let (sb, sc, sl) = (xs.strides[0], xs.strides[1], xs.strides[2]);
+    let isa = Isa::best();
+    // Rows of at least ~16k elements per task: short rows are batched.
+    let min_rows = (1 << 14) / length + 1;
+    ys.par_chunks_mut(length)
+        .with_min_len(min_rows)
+        .enumerate()
+        .for_each(|(row, y)| {
+            let (b, c) = (row / channels, row % channels);
+            let base = b * sb + c * sc;
+            let gathered: Vec<f32>;
+            let xr: &[f32] = if sl == 1 || length == 1 {
+                &xs.data[base..base + length]
+            } else {
+                gathered = (0..length).map(|l| xs.data[base + l * sl]).collect();
+                &gathered
+            };
+            let p = RowParams {
+                w: ws.as_ref().map_or(1.0, |w| w[c]),
+                b: bs.as_ref().map_or(0.0, |b| b[c]),
+                scale: scales[row],
+                shift: shifts[row],
+                alpha: alphas.as_ref().map_or(1.0, |a| a[c]),
+                eps,
+            };
+            run_row(isa, xr, y, &p, activation);
+        });
+    Ok(())
+}
+
+/// What one row needs besides its data.
+struct RowParams {
+    w: f32,
+    b: f32,
+    scale: f32,
+    shift: f32,
+    alpha: f32,
+    eps: f64,
+}
+
+/// The instruction set the row loops are compiled for, chosen once per call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Isa {
+    Portable,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+}
+
+impl Isa {
+    fn best() -> Isa {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if is_x86_feature_detected!("avx512f")
+                && is_x86_feature_detected!("avx2")
+                && is_x86_feature_detected!("fma")
+            {
+                return Isa::Avx512;
+            }
+            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                return Isa::Avx2;
+            }
+        }
+        Isa::Portable
+    }
+}
+
+fn run_row(isa: Isa, x: &[f32], y: &mut [f32], p: &RowParams, act: Activation) {
+    match isa {
+        // SAFETY: the features were detected at run time.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => unsafe { x86::row_avx512(x, y, p, act) },
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { x86::row_avx2(x, y, p, act) },
+        Isa::Portable => row(x, y, p, act, shifted_sums),
+    }
+}
+
+/// `(sum(x - k), sum((x - k)^2))` in f64, one element at a time.
+#[inline(always)]
+fn shifted_sums(x: &[f32], k: f64) -> (f64, f64) {
+    let (mut s, mut q) = (0.0, 0.0);
+    for v in x {
+        let d = *v as f64 - k;
+        s += d;
+        q += d * d;
+    }
+    (s, q)
+}
+
+/// The row loops compiled for AVX-512 / AVX2+FMA. LLVM vectorizes the
+/// element-wise loops by itself, but not an f64 sum of f32 data (a
+/// floating-point reduction it may not reorder), so that one is spelled out.
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    use super::{row, shifted_sums, Activation, RowParams};
+
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) unsafe fn row_avx512(x: &[f32], y: &mut [f32], p: &RowParams, act: Activation) {
+        row(x, y, p, act, |x, k| unsafe { sums_avx512(x, k) })
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn row_avx2(x: &[f32], y: &mut [f32], p: &RowParams, act: Activation) {
+        row(x, y, p, act, |x, k| unsafe { sums_avx2(x, k) })
+    }
+
+    /// [`shifted_sums`], 16 elements per step in four f64 accumulators.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    unsafe fn sums_avx512(x: &[f32], k: f64) -> (f64, f64) {
+        let kv = _mm512_set1_pd(k);
+        let (mut s0, mut s1, mut q0, mut q1) = (
+            _mm512_setzero_pd(),
+            _mm512_setzero_pd(),
+            _mm512_setzero_pd(),
+            _mm512_setzero_pd(),
+        );
+        let mut chunks = x.chunks_exact(16);
+        for c in &mut chunks {
+            let a = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(c.as_ptr())), kv);
+            let b = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(c.as_ptr().add(8))), kv);
+            s0 = _mm512_add_pd(s0, a);
+            s1 = _mm512_add_pd(s1, b);
+            q0 = _mm512_fmadd_pd(a, a, q0);
+            q1 = _mm512_fmadd_pd(b, b, q1);
+        }
+        let (ts, tq) = shifted_sums(chunks.remainder(), k);
+        (
+            _mm512_reduce_add_pd(_mm512_add_pd(s0, s1)) + ts,
+            _mm512_reduce_add_pd(_mm512_add_pd(q0, q1)) + tq,
+        )
+    }
+
+    /// [`shifted_sums`], 8 elements per step in four f64 accumulators.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn sums_avx2(x: &[f32], k: f64) -> (f64, f64) {
+        let kv = _mm256_set1_pd(k);
+        let (mut s0, mut s1, mut q0, mut q1) = (
+            _mm256_setzero_pd(),
+            _mm256_setzero_pd(),
+            _mm256_setzero_pd(),
+            _mm256_setzero_pd(),
+        );
+        let mut chunks = x.chunks_exact(8);
+        for c in &mut chunks {
+            let a = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(c.as_ptr())), kv);
+            let b = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(c.as_ptr().add(4))), kv);
+            s0 = _mm256_add_pd(s0, a);
+            s1 = _mm256_add_pd(s1, b);
+            q0 = _mm256_fmadd_pd(a, a, q0);
+            q1 = _mm256_fmadd_pd(b, b, q1);
+        }
+        let (ts, tq) = shifted_sums(chunks.remainder(), k);
+        let mut lanes = [[0.0f64; 4]; 2];
+        _mm256_storeu_pd(lanes[0].as_mut_ptr(), _mm256_add_pd(s0, s1));
+        _mm256_storeu_pd(lanes[1].as_mut_ptr(), _mm256_add_pd(q0, q1));
+        (
+            lanes[0].iter().sum::<f64>() + ts,
+            lanes[1].iter().sum::<f64>() + tq,
+        )
+    }
+}
+
+/// One row: statistics (through `sums`), then the fused affine and activation.
+#[inline(always)]
+fn row(
+    x: &[f32],
+    y: &mut [f32],
+    p: &RowParams,
+    act: Activation,
+    sums: impl Fn(&[f32], f64) -> (f64, f64),
+) {
+    // Shifting by x[0] keeps the f64 sums free of cancellation whatever the mean.
+    let k = x[0] as f64;
+    let (s, q) = sums(x, k);
+    let n = x.len() as f64;
+    let d = s / n;
+    let mean = k + d;
+    let var = (q / n - d * d).max(0.0);
+    let rstd = 1.0 / (var + p.eps).sqrt();
+    // out = ((x - mean) * rstd * w + b) * scale + shift = (x - m) * a + c, with
+    // m = mean rounded to f32 and its rounding error moved into c.
+    let m = mean as f32;
+    let wr = rstd * p.w as f64;
+    let a = (wr * p.scale as f64) as f32;
+    let c = ((p.b as f64 - (mean - m as f64) * wr) * p.scale as f64 + p.shift as f64) as f32;
+    match act {
+        Activation::None => affine_row(x, y, m, a, c, |v| v),
+        Activation::LeakyRelu(slope) => {
+            affine_row(x, y, m, a, c, |v| if v > 0.0 { v } else { v * slope })
+        }
+        Activation::Snake => snake_row(x, y, m, a, c, p.alpha),
+    }
+}
+
+/// `y = f((x - m) * a + c)` for a branch-free `f`: one loop LLVM vectorizes.
+#[inline(always)]
+fn affine_row(x: &[f32], y: &mut [f32], m: f32, a: f32, c: f32, f: impl Fn(f32) -> f32) {
+    for (o, v) in y.iter_mut().zip(x) {
+        *o = f((v - m) * a + c);
+    }
+}
+
+/// Snake after the affine: `v + sin(alpha v)^2 / alpha`, `v = (x - m) * a + c`.
+#[inline(always)]
+fn snake_row(x: &[f32], y: &mut [f32], m: f32, a: f32, c: f32, alpha: f32) {
+    let inv = 1.0 / alpha;
+    // Vectorized with the fast sine; `slow` (an OR over lanes) notes whether any
+    // argument was beyond its range, which a second pass then redoes exactly.
+    let mut slow = false;
+    for (o, v) in y.iter_mut().zip(x) {
+        let v = (v - m) * a + c;
+        let t = alpha * v;
+        slow |= needs_slow_path(t);
+        let s = sin_fast(t);
+        *o = v + inv * (s * s);
+    }
+    if slow {
+        for (o, v) in y.iter_mut().zip(x) {
+            let v = (v - m) * a + c;
+            let t = alpha * v;
+            if needs_slow_path(t) {
+                let s = sin_slow(t);
+                *o = v + inv * (s * s);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::testing::Owned;
+
+    /// The unfused computation in f64, straight from the definition.
+    #[allow(clippy::too_many_arguments)]
+    fn reference(
+        x: &[f32],
+        shape: [usize; 3],
+        norm: Option<(&[f32], &[f32])>,
+        scale: &[f32],
+        shift: &[f32],
+        alpha: &[f32],
+        eps: f64,
+        act: Activation,
+    ) -> Vec<f64> {
+        let [bn, cn, ln] = shape;
+        let mut out = vec![0.0; x.len()];
+        for b in 0..bn {
+            for c in 0..cn {
+                let row = &x[(b * cn + c) * ln..][..ln];
+                let mean = row.iter().map(|v| *v as f64).sum::<f64>() / ln as f64;
+                let var = row.iter().map(|v| (*v as f64 - mean).powi(2)).sum::<f64>() / ln as f64;
+                for l in 0..ln {
+                    let mut n = (row[l] as f64 - mean) / (var + eps).sqrt();
+                    if let Some((w, bias)) = norm {
+                        n = n * w[c] as f64 + bias[c] as f64;
+                    }
+                    let y = scale[b * cn + c] as f64 * n + shift[b * cn + c] as f64;
+                    out[(b * cn + c) * ln + l] = match act {
+                        Activation::None => y,
+                        Activation::LeakyRelu(s) => {
+                            if y > 0.0 {
+                                y
+                            } else {
+                                y * s as f64
+                            }
+                        }
+                        Activation::Snake => {
+                            let a = alpha[c] as f64;
+                            y + (a * y).sin().powi(2) / a
+                        }
+                    };
+                }
+            }
+        }
+        out
+    }
+
+    fn data(n: usize, seed: u32, offset: f32, amp: f32) -> Vec<f32> {
+        (0..n)
+            .map(|i| {
+                offset
+                    + amp
+                        * (((i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) >> 8) as f32
+                            / 8_388_608.0
+                            - 1.0)
+            })
+            .collect()
+    }
+
+    struct Case {
+        shape: [usize; 3],
+        affine: bool,
+        act: Activation,
+        offset: f32,
+    }
+
+    fn run_case(case: &Case, isa: Isa) -> (Vec<f32>, Vec<f64>) {
+        let [b, c, l] = case.shape;
+        let xv = data(b * c * l, 1, case.offset, 3.0);
+        let wv = data(c, 2, 1.0, 0.5);
+        let bv = data(c, 3, 0.0, 0.5);
+        let sv = data(b * c, 4, 1.0, 0.8);
+        let hv = data(b * c, 5, 0.0, 0.8);
+        let av = data(c, 6, 1.5, 1.2)
+            .iter()
+            .map(|a| if a.abs() < 0.1 { 0.5 } else { *a })
+            .collect::<Vec<_>>();
+        let want = reference(
+            &xv,
+            case.shape,
+            case.affine.then_some((&wv[..], &bv[..])),
+            &sv,
+            &hv,
+            &av,
+            1e-5,
+            case.act,
+        );
+        let mut got = vec![0.0f32; xv.len()];
+        if isa == Isa::best() {
+            let sh = [b as i64, c as i64, l as i64];
+            let mut x = Owned::new(xv.clone(), &sh);
+            let mut w = Owned::new(wv.clone(), &[c as i64]);
+            let mut bb = Owned::new(bv.clone(), &[c as i64]);
+            let mut s = Owned::new(sv.clone(), &[b as i64, c as i64, 1]);
+            let mut h = Owned::new(hv.clone(), &[b as i64, c as i64, 1]);
+            let mut a = Owned::new(av.clone(), &[1, c as i64, 1]);
+            let mut y = Owned::new(vec![0.0f32; xv.len()], &sh);
+            let (wv_, bv_) = (w.view(), bb.view());
+            let av_ = a.view();
+            adain(
+                &x.view(),
+                case.affine.then_some((&wv_, &bv_)),
+                &s.view(),
+                &h.view(),
+                Some(&av_),
+                1e-5,
+                case.act,
+                &y.view(),
+            )
+            .unwrap();
+            got = y.data;
+        } else {
+            for (row, (xr, yr)) in xv.chunks(l).zip(got.chunks_mut(l)).enumerate() {
+                let ch = row % c;
+                let p = RowParams {
+                    w: if case.affine { wv[ch] } else { 1.0 },
+                    b: if case.affine { bv[ch] } else { 0.0 },
+                    scale: sv[row],
+                    shift: hv[row],
+                    alpha: av[ch],
+                    eps: 1e-5,
+                };
+                run_row(isa, xr, yr, &p, case.act);
+            }
+        }
+        (got, want)
+    }
+
+    fn all_isas() -> Vec<Isa> {
+        #[allow(unused_mut)]
+        let mut v = vec![Isa::Portable];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                v.push(Isa::Avx2);
+            }
+        }
+        if Isa::best() != *v.last().unwrap() {
+            v.push(Isa::best());
+        }
+        v
+    }
+
+    #[test]
+    fn matches_the_f64_reference_on_odd_shapes() {
+        let acts = [
+            Activation::None,
+            Activation::Snake,
+            Activation::LeakyRelu(0.2),
+        ];
+        for isa in all_isas() {
+            for &shape in &[
+                [1usize, 1, 1],
+                [1, 3, 5],
+                [2, 17, 33],
+                [1, 128, 1000],
+                [3, 5, 16],
+                [1, 2, 4097],
+            ] {
+                for act in acts {
+                    for affine in [true, false] {
+                        // A large offset checks the statistics do not cancel.
+                        for offset in [0.0f32, 300.0] {
+                            let case = Case {
+                                shape,
+                                affine,
+                                act,
+                                offset,
+                            };
+                            let (got, want) = run_case(&case, isa);
+                            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                                assert!(
+                                    (*g as f64 - w).abs() <= 2e-6 * w.abs().max(1.0),
+                                    "{isa:?} {shape:?} {act:?} affine={affine} offset={offset}: [{i}] {g} vs {w}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn length_one_rows_are_the_shift_and_constant_rows_do_not_divide_by_zero() {
+        // var = 0: n = 0 * rsqrt(eps) + b, then the affines; no NaN.
+        for isa in all_isas() {
+            let x = [5.0f32; 7];
+            let mut y = [0.0f32; 7];
+            let p = RowParams {
+                w: 2.0,
+                b: 0.25,
+                scale: 3.0,
+                shift: -1.0,
+                alpha: 1.0,
+                eps: 1e-5,
+            };
+            run_row(isa, &x[..1], &mut y[..1], &p, Activation::None);
+            run_row(isa, &x, &mut y, &p, Activation::None);
+            assert!(
+                y.iter().all(|v| (*v - (0.25 * 3.0 - 1.0)).abs() < 1e-6),
+                "{isa:?}: {y:?}"
+            );
+            let p0 = RowParams { eps: 0.0, ..p };
+            run_row(isa, &x, &mut y, &p0, Activation::None);
+            assert!(
+                y.iter().all(|v| v.is_nan()),
+                "{isa:?}: 0/0 like torch with eps = 0, got {y:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn snake_beyond_the_fast_sine_range_is_still_exact() {
+        // alpha * y reaches ~2e5: those lanes take the exact slow path.
+        for isa in all_isas() {
+            let x: Vec<f32> = (0..40).map(|i| i as f32 - 20.0).collect();
+            let mut y = vec![0.0f32; 40];
+            let p = RowParams {
+                w: 1.0,
+                b: 0.0,
+                scale: 1.0,
+                shift: 0.0,
+                alpha: 1.0e5,
+                eps: 0.0,
+            };
+            run_row(isa, &x, &mut y, &p, Activation::Snake);
+            // The sine's argument is chaotic at this scale, so take the affine's
+            // own float32 outputs (act = none) and check the Snake on them.
+            let mut v = vec![0.0f32; 40];
+            run_row(isa, &x, &mut v, &p, Activation::None);
+            assert!(
+                v.iter()
+                    .filter(|v| (1.0e5 * **v).abs() > crate::sin::FAST_LIMIT)
+                    .count()
+                    > 30
+            );
+            for (v, g) in v.iter().zip(&y) {
+                let t = (1.0e5f32 * v) as f64;
+                let want = *v as f64 + t.sin().powi(2) / 1.0e5;
+                assert!(
+                    (*g as f64 - want).abs() < 1e-6 * want.abs().max(1.0),
+                    "{isa:?}: {g} vs {want}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn strided_input_and_nan_propagate() {
+        // x[b, c, l] stored as [L, C, B] (a permuted view) plus an offset.
+        let (b, c, l) = (2usize, 3usize, 5usize);
+        let xv = data(b * c * l, 9, 0.0, 2.0);
+        let mut store = vec![-7.0f32];
+        store.extend(
+            (0..l)
+                .flat_map(|li| (0..c).flat_map(move |ci| (0..b).map(move |bi| (bi, ci, li))))
+                .map(|(bi, ci, li)| xv[(bi * c + ci) * l + li]),
+        );
+        let mut x = Owned::strided(
+            store,
+            &[b as i64, c as i64, l as i64],
+            &[1, b as i64, (b * c) as i64],
+            4,
+        );
+        let ones = vec![1.0f32; b * c];
+        let zeros = vec![0.0f32; b * c];
+        let mut s = Owned::new(ones.clone(), &[b as i64, c as i64, 1]);
+        let mut h = Owned::new(zeros.clone(), &[b as i64, c as i64, 1]);
+        let mut y = Owned::new(vec![0.0f32; b * c * l], &[b as i64, c as i64, l as i64]);
+        adain(
+            &x.view(),
+            None,
+            &s.view(),
+            &h.view(),
+            None,
+            1e-5,
+            Activation::LeakyRelu(0.1),
+            &y.view(),
+        )
+        .unwrap();
+        let want = reference(
+            &xv,
+            [b, c, l],
+            None,
+            &ones,
+            &zeros,
+            &[],
+            1e-5,
+            Activation::LeakyRelu(0.1),
+        );
+        for (g, w) in y.data.iter().zip(&want) {
+            assert!((*g as f64 - w).abs() < 2e-6, "{g} vs {w}");
+        }
+        // A NaN poisons its own row only.
+        let mut xv2 = xv.clone();
+        xv2[l + 2] = f32::NAN;
+        let mut x2 = Owned::new(xv2, &[b as i64, c as i64, l as i64]);
+        adain(
+            &x2.view(),
+            None,
+            &s.view(),
+            &h.view(),
+            None,
+            1e-5,
+            Activation::None,
+            &y.view(),
+        )
+        .unwrap();
+        assert!(y.data[l..2 * l].iter().all(|v| v.is_nan()));
+        assert!(y.data[..l]
+            .iter()
+            .chain(&y.data[2 * l..])
+            .all(|v| v.is_finite()));
+    }
+
+    fn t<'a>(v: &'a TensorView) -> AnyView<'a> {
+        AnyView::from(v)
+    }
+
+    fn call(args: &[AnyView]) -> String {
+        adain_packed(args).unwrap_err().message().to_string()
+    }
+
+    #[test]
+    fn bad_arguments_are_reported_by_name() {
+        let mut x = Owned::new(vec![0.0f32; 6], &[1, 2, 3]);
+        let mut w = Owned::new(vec![1.0f32; 2], &[2]);
+        let mut s = Owned::new(vec![1.0f32; 2], &[1, 2, 1]);
+        let mut a0 = Owned::new(vec![0.0f32; 2], &[1, 2, 1]);
+        let mut a3 = Owned::new(vec![1.0f32; 3], &[1, 3, 1]);
+        let mut y = Owned::new(vec![0.0f32; 6], &[1, 2, 3]);
+        let mut yi = Owned::new(vec![0i64; 6], &[1, 2, 3]);
+        let (xv, wv, sv, a0v, a3v, yv, yiv) = (
+            x.view(),
+            w.view(),
+            s.view(),
+            a0.view(),
+            a3.view(),
+            y.view(),
+            yi.view(),
+        );
+        let (none, snake, leaky, bad_act, one, two) = (0i64, 1i64, 2i64, 3i64, 1i64, 2i64);
+        let (eps, neg, slope) = (1e-5f64, -1.0f64, 0.2f64);
+        let m = call(&[
+            AnyView::from(&bad_act),
+            AnyView::from(&none),
+            AnyView::from(&eps),
+            AnyView::from(&slope),
+        ]);
+        assert!(
+            m.contains("adain: act: expected a value in [0, 2], got 3"),
+            "{m}"
+        );
+        let m = call(&[
+            AnyView::from(&none),
+            AnyView::from(&two),
+            AnyView::from(&eps),
+            AnyView::from(&slope),
+        ]);
+        assert!(
+            m.contains("adain: has_norm_affine: expected 0 or 1, got 2"),
+            "{m}"
+        );
+        let m = call(&[
+            AnyView::from(&none),
+            AnyView::from(&none),
+            AnyView::from(&neg),
+            AnyView::from(&slope),
+        ]);
+        assert!(
+            m.contains("adain: eps: expected a finite value >= 0, got -1"),
+            "{m}"
+        );
+        fn four<'a>(act: &'a i64, aff: &'a i64, eps: &'a f64, slope: &'a f64) -> Vec<AnyView<'a>> {
+            vec![
+                AnyView::from(act),
+                AnyView::from(aff),
+                AnyView::from(eps),
+                AnyView::from(slope),
+            ]
+        }
+        let prims = |act, aff| four(act, aff, &eps, &slope);
+        let mut args = prims(&snake, &one);
+        args.extend([t(&xv), t(&wv), t(&wv), t(&sv), t(&sv), t(&yv)]);
+        assert!(call(&args)
+            .contains("adain: expected 11 arguments for act=1, has_norm_affine=1, got 10"));
+        let mut args = prims(&snake, &none);
+        args.extend([t(&xv), t(&sv), t(&sv), t(&a3v), t(&yv)]);
+        assert!(call(&args).contains("adain: alpha: expected shape [1, 2, 1], got [1, 3, 1]"));
+        let mut args = prims(&snake, &none);
+        args.extend([t(&xv), t(&sv), t(&sv), t(&a0v), t(&yv)]);
+        assert!(call(&args).contains("adain: alpha must be non-zero"));
+        let mut args = prims(&leaky, &one);
+        args.extend([t(&xv), t(&sv), t(&wv), t(&sv), t(&sv), t(&yv)]);
+        assert!(call(&args).contains("adain: norm_w: expected rank 1, got rank 3"));
+        let mut args = prims(&none, &none);
+        args.extend([t(&xv), t(&wv), t(&sv), t(&yv)]);
+        assert!(call(&args).contains("adain: scale: expected rank 3, got rank 1"));
+        let mut args = prims(&none, &none);
+        args.extend([t(&xv), t(&sv), t(&sv), t(&yiv)]);
+        assert!(call(&args).contains("adain: out: expected dtype float32, got int64"));
+        let mut args = prims(&none, &none);
+        args.extend([t(&xv), t(&sv), t(&sv), t(&xv)]);
+        assert!(call(&args).contains("adain: out: output memory overlaps input x"));
+        let mut args = prims(&none, &none);
+        args.extend([t(&xv), t(&sv), AnyView::from(&one), t(&yv)]);
+        assert!(call(&args).contains("adain: shift: expected a tensor"));
+    }
+}
