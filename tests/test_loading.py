@@ -97,3 +97,52 @@ def test_plugin_functions_reach_the_vm_only_through_the_shared_registry():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "None"
+
+
+
+IDLE_CPU_AFTER_PARALLEL_LOOP = """
+import os, resource, time
+import numpy as np
+import kokoro_tvm_ext, tvm
+from tvm.script import tirx as T
+
+@T.prim_func
+def double(a: T.Buffer((4096,), "float32"), b: T.Buffer((4096,), "float32")):
+    for i in T.parallel(4096):
+        b[i] = a[i] * T.float32(2)
+
+f = tvm.compile(double, target={"kind": "llvm"})
+a = tvm.runtime.tensor(np.ones(4096, np.float32))
+b = tvm.runtime.tensor(np.zeros(4096, np.float32))
+f(a, b)
+assert (b.numpy() == 2).all()
+cpu = lambda: sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
+start = cpu()
+f(a, b)
+time.sleep(0.5)
+print(os.environ.get("TVM_THREAD_POOL_SPIN_COUNT", "unset"), cpu() - start)
+"""
+
+
+def test_tvm_pool_workers_sleep_instead_of_spinning(tmp_path):
+    # Stock TVM's idle workers spin ~0.07 s of CPU after every parallel loop,
+    # time our kernels' threads need; the plugin turns that off by default.
+    import os
+
+    script = tmp_path / "idle.py"  # TVMScript needs a file to read the source from
+    script.write_text(IDLE_CPU_AFTER_PARALLEL_LOOP)
+    env = {k: v for k, v in os.environ.items() if k != "TVM_THREAD_POOL_SPIN_COUNT"}
+    env["TVM_NUM_THREADS"] = "2"
+
+    def run(extra):
+        result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                                env={**env, **extra}, timeout=120)
+        assert result.returncode == 0, result.stderr
+        value, idle_cpu = result.stdout.split()
+        return value, float(idle_cpu)
+
+    value, idle_cpu = run({})
+    assert value == "0"
+    assert idle_cpu < 0.02, f"TVM's pool used {idle_cpu} s of CPU while idle"
+    # A value the user chose is kept.
+    assert run({"TVM_THREAD_POOL_SPIN_COUNT": "1000"})[0] == "1000"

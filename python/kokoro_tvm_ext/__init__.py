@@ -4,9 +4,17 @@ Importing this package checks the pinned TVM versions, loads TVM's FFI runtime
 (`tvm_ffi`), then loads our Rust library, which registers its kernels under the
 ``kokoro_tvm_ext.`` prefix in TVM's one global function registry.
 """
+import os as _os
+
 from ._versions import check_versions as _check_versions
 
 _check_versions()
+
+# Our kernels run on their own threads between TVM's parallel loops. TVM's idle
+# pool workers otherwise spin (300000 sched_yield rounds) and take a core from
+# them: 5-9% of Kokoro's run time on 2 cores. TVM reads this when its pool
+# starts; a value the user set is kept.
+_os.environ.setdefault("TVM_THREAD_POOL_SPIN_COUNT", "0")
 
 try:
     # Must come first: it loads libtvm_ffi.so, the registry our library links to.

@@ -513,12 +513,20 @@ fn transpose_run(
 // ---------------------------------------------------------------------------
 
 /// The `j` in `0..n` for which `j * s + off` lies in `0..limit`, as a range.
+///
+/// Runs once per im2col row, so it divides in i64 (an i128 division is a slow
+/// library call): `off` is an offset into a buffer, far inside i64's range.
 pub(crate) fn valid_range(n: usize, s: usize, off: i128, limit: usize) -> std::ops::Range<usize> {
-    let s = s as i128;
-    let ceil_div = |a: i128| -> i128 { a.div_euclid(s) + (a.rem_euclid(s) != 0) as i128 };
-    let n = n as i128;
+    let (s, off, n) = (s as i64, off as i64, n as i64);
+    let ceil_div = |a: i64| -> i64 {
+        if s == 1 {
+            a
+        } else {
+            a.div_euclid(s) + (a.rem_euclid(s) != 0) as i64
+        }
+    };
     let lo = ceil_div(-off).clamp(0, n);
-    let hi = ceil_div(limit as i128 - off).clamp(lo, n);
+    let hi = ceil_div(limit as i64 - off).clamp(lo, n);
     lo as usize..hi as usize
 }
 
