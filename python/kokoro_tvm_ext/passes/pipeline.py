@@ -7,6 +7,13 @@
    FoldBiasIntoKernels: the bias adds after them become the kernels' bias
    (fold_bias.py); DispatchAdaIN: instance norm + AdaIN affine + Snake /
    leaky_relu chains go to one fused kernel (dispatch_adain.py).
+   ExpandSmallPowers: ``x ** 2`` / ``x ** 3`` become multiplies
+   (expand_powers.py); TVM's FastMathTransform: exp, tanh, erf and softmax
+   use polynomial approximations that LLVM vectorizes instead of scalar libm
+   calls (relative error vs float64: tanh, erf < 4e-7; exp < 4e-7 for
+   |x| <= 6, growing ~6e-8 per unit of |x|; exp overflows from 88.38 instead
+   of 88.72). Together they make ALBERT's GELU 30x and its softmax 1.6x
+   faster.
 2. FoldConstant + DeadCodeElimination: weights are constants; fold the
    permutes and reshapes around them, drop the broadcasts the dispatch made dead.
    With precision="bf16", PackWeightsBF16 (pack_bf16.py) runs in between: those
@@ -25,6 +32,7 @@ from tvm.relax.backend.cpu_generic import pipeline as cpu_generic_pipeline
 from .cpu_schedule import schedule_pass
 from .dispatch_adain import DispatchAdaIN
 from .dispatch_kernels import DispatchToPluginKernels
+from .expand_powers import ExpandSmallPowers
 from .fold_bias import FoldBiasIntoKernels
 from .pack_bf16 import PackWeightsBF16, check_precision
 from .remove_noop_copies import RemoveNoOpCopies
@@ -36,7 +44,8 @@ def plugin_passes(use_kernels: bool = True, precision: str = "fp32") -> list:
     passes = [RemoveNoOpCopies] + ([DispatchToPluginKernels, FoldBiasIntoKernels] if use_kernels else [])
     if use_kernels:
         passes.append(DispatchAdaIN)  # the R.tile'd norm weights it passes are folded next
-    passes.append(relax.transform.FoldConstant())
+    # After the dispatches, which match the ops as the importer wrote them.
+    passes += [ExpandSmallPowers, relax.transform.FastMathTransform(), relax.transform.FoldConstant()]
     if use_kernels and check_precision(precision) == "bf16":
         passes.append(PackWeightsBF16)  # after folding: the weights are constants now
     return passes + [relax.transform.DeadCodeElimination()]
