@@ -22,14 +22,6 @@ SPEED = 9.0
 
 
 @pytest.fixture(scope="session")
-def kokoro_model():
-    from kokoro_tvm_ext.assets.config import load_config
-    from kokoro_tvm_ext.kokoro.model import build_kmodel
-
-    return build_kmodel(load_config(), seed=0)
-
-
-@pytest.fixture(scope="session")
 def artifact(kokoro_model, tmp_path_factory):
     out = tmp_path_factory.mktemp("artifact")
     kokoro_tvm_ext.compile_kokoro(kokoro_model, out)
