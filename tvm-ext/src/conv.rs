@@ -1200,6 +1200,22 @@ mod tests {
     }
 
     #[test]
+    fn valid_range_matches_a_scan() {
+        for n in [0usize, 1, 5, 17] {
+            for s in [1usize, 2, 3, 7] {
+                for off in -40i128..40 {
+                    for limit in [0usize, 1, 9, 30] {
+                        let want: Vec<usize> =
+                            (0..n).filter(|&j| (0..limit as i128).contains(&(j as i128 * s as i128 + off))).collect();
+                        let got: Vec<usize> = valid_range(n, s, off, limit).collect();
+                        assert_eq!(got, want, "n={n} s={s} off={off} limit={limit}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn conv1d_rejects_bad_arguments() {
         let f = function();
         let good = [1i64, 1, 1, 1, 1, 1];
