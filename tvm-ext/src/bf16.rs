@@ -526,23 +526,7 @@ pub fn matmul_bf16_forward(
 mod tests {
     use super::*;
     use crate::gemm_bf16::round_bf16;
-    use crate::tensor::testing::Owned;
-
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> f32 {
-            self.0 = self
-                .0
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        }
-
-        fn vec(&mut self, n: usize) -> Vec<f32> {
-            (0..n).map(|_| self.next()).collect()
-        }
-    }
+    use crate::tensor::testing::{Owned, Rng};
 
     fn rounded(v: &[f32]) -> Vec<f32> {
         v.iter().map(|&x| round_bf16(x)).collect()

@@ -897,24 +897,8 @@ fn transpose_direct(cfg: &Conv1dConfig, lout: usize, x: &[f32], w: &[f32], bias:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tensor::testing::Owned;
+    use crate::tensor::testing::{Owned, Rng};
     use tvm_ffi::TYPE_ERROR;
-
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> f32 {
-            self.0 = self
-                .0
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        }
-
-        fn vec(&mut self, n: usize) -> Vec<f32> {
-            (0..n).map(|_| self.next()).collect()
-        }
-    }
 
     /// (value, sum of |terms|) per output, straight from the definition.
     fn reference_conv(c: &Conv1dConfig, x: &[f32], w: &[f32], bias: Option<&[f32]>) -> Vec<(f64, f64)> {

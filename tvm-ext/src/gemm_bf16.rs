@@ -563,22 +563,7 @@ mod x86 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> f32 {
-            self.0 = self
-                .0
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        }
-
-        fn vec(&mut self, n: usize) -> Vec<f32> {
-            (0..n).map(|_| self.next()).collect()
-        }
-    }
+    use crate::tensor::testing::Rng;
 
     fn isas() -> Vec<Isa> {
         let mut v = vec![Isa::Portable];

@@ -247,6 +247,23 @@ pub(crate) mod testing {
 
     use super::Element;
 
+    /// A tiny deterministic generator (64-bit LCG) of test data in [-1, 1).
+    pub struct Rng(pub u64);
+
+    impl Rng {
+        pub fn next(&mut self) -> f32 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        }
+
+        pub fn vec(&mut self, n: usize) -> Vec<f32> {
+            (0..n).map(|_| self.next()).collect()
+        }
+    }
+
     /// Owns the data, shape and strides behind a `DLTensor`.
     pub struct Owned<E: Element> {
         pub data: Vec<E>,
