@@ -340,7 +340,6 @@ mod tests {
         function()
             .call_packed(&args)
             .unwrap_or_else(|e| panic!("{what}: {}", e.message()));
-        drop(views);
         let bstr = row_major(&batch);
         for b in 0..nb {
             let bi: Vec<usize> = (0..batch.len()).map(|i| b / bstr[i] % batch[i]).collect();

@@ -142,27 +142,9 @@ pub(crate) fn pack_a(
     src: impl Fn(usize, usize) -> f32,
     dst: &mut [u32],
 ) -> Result<(), JobError> {
-    let kp = pairs(k);
-    if dst.len() != PackedA::len(rows, k) {
-        return Err(JobError(format!(
-            "pack_a: {rows}x{k} needs {} elements, got {}",
-            PackedA::len(rows, k),
-            dst.len()
-        )));
-    }
-    let at = |i: usize, l: usize| if i < rows && l < k { src(i, l) } else { 0.0 };
-    if kp == 0 {
-        return Ok(());
-    }
-    for (p, panel) in dst.chunks_exact_mut(kp * MR).enumerate() {
-        for (q, slot) in panel.chunks_exact_mut(MR).enumerate() {
-            for (r, v) in slot.iter_mut().enumerate() {
-                let i = p * MR + r;
-                *v = pair(at(i, 2 * q), at(i, 2 * q + 1));
-            }
-        }
-    }
-    Ok(())
+    let len = dst.len();
+    pack_panels(MR, rows, k, src, dst)
+        .map_err(|want| JobError(format!("pack_a: {rows}x{k} needs {want} elements, got {len}")))
 }
 
 /// Packs `src(l, j)` (`k x cols`) as a [`PackedB`] into `dst`.
@@ -172,23 +154,35 @@ pub(crate) fn pack_b(
     src: impl Fn(usize, usize) -> f32,
     dst: &mut [u32],
 ) -> Result<(), JobError> {
+    let len = dst.len();
+    pack_panels(NR, cols, k, |j, l| src(l, j), dst)
+        .map_err(|want| JobError(format!("pack_b: {k}x{cols} needs {want} elements, got {len}")))
+}
+
+/// The packing both operands share: `n` rows (of A) or columns (of B) in
+/// panels of `width`, each panel `k` deep in bf16 pairs, zero beyond `n` and
+/// `k`; `src(along, l)`. Errs with the length `dst` should have.
+fn pack_panels(
+    width: usize,
+    n: usize,
+    k: usize,
+    src: impl Fn(usize, usize) -> f32,
+    dst: &mut [u32],
+) -> Result<(), usize> {
     let kp = pairs(k);
-    if dst.len() != PackedB::len(k, cols) {
-        return Err(JobError(format!(
-            "pack_b: {k}x{cols} needs {} elements, got {}",
-            PackedB::len(k, cols),
-            dst.len()
-        )));
+    let want = n.div_ceil(width) * kp * width;
+    if dst.len() != want {
+        return Err(want);
     }
-    let at = |l: usize, j: usize| if l < k && j < cols { src(l, j) } else { 0.0 };
+    let at = |i: usize, l: usize| if i < n && l < k { src(i, l) } else { 0.0 };
     if kp == 0 {
         return Ok(());
     }
-    for (p, panel) in dst.chunks_exact_mut(kp * NR).enumerate() {
-        for (q, slot) in panel.chunks_exact_mut(NR).enumerate() {
-            for (c, v) in slot.iter_mut().enumerate() {
-                let j = p * NR + c;
-                *v = pair(at(2 * q, j), at(2 * q + 1, j));
+    for (p, panel) in dst.chunks_exact_mut(kp * width).enumerate() {
+        for (q, slot) in panel.chunks_exact_mut(width).enumerate() {
+            for (r, v) in slot.iter_mut().enumerate() {
+                let i = p * width + r;
+                *v = pair(at(i, 2 * q), at(i, 2 * q + 1));
             }
         }
     }
