@@ -79,6 +79,16 @@ def test_second_run_reuses_the_artifact_and_writes_stdout(spoken, cache_env):
     np.testing.assert_array_equal(audio, expected)
 
 
+def test_one_thread_speaks_the_same(spoken, cache_env, tmp_path):
+    out = tmp_path / "one-thread.wav"
+    result = say(cache_env, TEXT, "-o", str(out), "--seed", "0", "--threads", "1")
+    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    audio, _ = sf.read(out, dtype="float32")
+    expected, _ = sf.read(spoken[0], dtype="float32")
+    # Other tilings sum in another order: at most a 16-bit PCM step apart.
+    np.testing.assert_allclose(audio, expected, rtol=0, atol=1.5 / 32768)
+
+
 @pytest.mark.parametrize(
     "args,message",
     [
@@ -87,6 +97,7 @@ def test_second_run_reuses_the_artifact_and_writes_stdout(spoken, cache_env):
         (["Hi.", "-o", "{out}", "--voice", "jf_alpha:abc"], "is not a number"),
         (["Hi.", "-o", "/etc/hostname/out.wav"], "does not exist"),
         (["Hi.", "-o", "{out}", "--speed", "0"], "--speed must be between"),
+        (["Hi.", "-o", "{out}", "--threads", "0"], "--threads must be at least 1"),
     ],
 )
 def test_bad_input_is_one_clear_line_and_no_file(cache_env, tmp_path, args, message):

@@ -10,11 +10,18 @@ from ._versions import check_versions as _check_versions
 
 _check_versions()
 
+# TVM reads both variables when its thread pool starts; values the user set are kept.
 # Our kernels run on their own threads between TVM's parallel loops. TVM's idle
 # pool workers otherwise spin (300000 sched_yield rounds) and take a core from
-# them: 5-9% of Kokoro's run time on 2 cores. TVM reads this when its pool
-# starts; a value the user set is kept.
+# them: 5-9% of Kokoro's run time on 2 cores.
 _os.environ.setdefault("TVM_THREAD_POOL_SPIN_COUNT", "0")
+# One thread count for TVM's pool and our kernels' pool (which our library sizes
+# from this variable as it loads). Unset, TVM would take half the CPUs on x86,
+# assuming two hyperthreads per core: 1 thread on a 2-core VM, 5-12% slower.
+_os.environ.setdefault(
+    "TVM_NUM_THREADS",
+    str(len(_os.sched_getaffinity(0)) if hasattr(_os, "sched_getaffinity") else _os.cpu_count() or 1),
+)
 
 try:
     # Must come first: it loads libtvm_ffi.so, the registry our library links to.

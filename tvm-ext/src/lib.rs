@@ -1,10 +1,10 @@
 //! tvm-ext: CPU kernels for Kokoro that compiled Relax code calls through
 //! `R.call_dps_packed`, registered in TVM's one FFI registry.
 //!
-//! This file is registration only. [`FUNCTIONS`] is the single table of
-//! `(global name, constructor)` pairs, so the names we report and the names we
-//! register can never disagree.
-use tvm_ffi::{Function, Result};
+//! This file is registration only. [`KERNELS`] and [`SETTINGS`] are the tables
+//! of `(global name, constructor)` pairs, so the names we report and the names
+//! we register can never disagree.
+use tvm_ffi::{Any, AnyView, Function, Result};
 
 pub mod adain;
 pub mod batch_matmul;
@@ -17,14 +17,15 @@ pub mod matmul;
 pub mod sin;
 pub mod snake;
 pub mod tensor;
+pub mod threads;
 
 /// Every global function name starts with this prefix.
 pub const PREFIX: &str = "kokoro_tvm_ext.";
 
 type Constructor = fn() -> Function;
 
-/// The registration table.
-pub const FUNCTIONS: &[(&str, Constructor)] = &[
+/// The kernels: each call first sizes the thread pool (see [`register_all`]).
+pub const KERNELS: &[(&str, Constructor)] = &[
     ("kokoro_tvm_ext.snake", snake::function),
     ("kokoro_tvm_ext.adain", adain::function),
     ("kokoro_tvm_ext.lstm", lstm::function),
@@ -40,42 +41,37 @@ pub const FUNCTIONS: &[(&str, Constructor)] = &[
     ("kokoro_tvm_ext.matmul_bf16", bf16::matmul_function),
 ];
 
+/// Process-wide settings, which must run before the first kernel call.
+pub const SETTINGS: &[(&str, Constructor)] = &[("kokoro_tvm_ext.set_num_threads", threads::function)];
+
 /// The global names this library registers, in table order.
 pub fn function_names() -> Vec<&'static str> {
-    FUNCTIONS.iter().map(|(name, _)| *name).collect()
+    KERNELS.iter().chain(SETTINGS).map(|(name, _)| *name).collect()
 }
 
-/// Sizes rayon's global pool from `TVM_NUM_THREADS`, once per process.
-///
-/// The kernels run on rayon's global pool. If the environment variable
-/// `TVM_NUM_THREADS` holds an integer n > 0, the global pool is built with n
-/// threads (so TVM's own thread count and ours agree); otherwise rayon's defaults
-/// apply (`RAYON_NUM_THREADS`, else one thread per core). A global pool that
-/// already exists (built by another library, or used before this call) is kept.
-fn configure_thread_pool() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let n = std::env::var("TVM_NUM_THREADS").ok().and_then(|v| v.trim().parse::<usize>().ok());
-        if let Some(n) = n.filter(|&n| n > 0) {
-            // An error only means the global pool exists already.
-            let _ = rayon::ThreadPoolBuilder::new().num_threads(n).build_global();
-        }
-    });
-}
-
-/// Registers every function of [`FUNCTIONS`] in TVM's global registry.
+/// Registers every function of [`KERNELS`] and [`SETTINGS`] in TVM's global registry.
 ///
 /// Names that are registered already are left alone, so calling this twice (or
 /// from two copies of the extension) is harmless: the registry refuses a second
-/// registration of a name. The first call also applies `TVM_NUM_THREADS` to the
-/// kernels' thread pool (see `configure_thread_pool`).
+/// registration of a name. Each kernel call first makes sure the thread pool is
+/// sized (`threads::size_pool_from_env`), which is why the count can still be
+/// chosen after the library loads.
 pub fn register_all() -> Result<()> {
-    configure_thread_pool();
-    for (name, make) in FUNCTIONS {
-        if Function::get_global(name).is_ok() {
-            continue;
+    let unregistered = |name: &str| Function::get_global(name).is_err();
+    for (name, make) in SETTINGS {
+        if unregistered(name) {
+            Function::register_global(name, make())?;
         }
-        Function::register_global(name, make())?;
+    }
+    for (name, make) in KERNELS {
+        if unregistered(name) {
+            let kernel = make();
+            let sized_first = Function::from_packed(move |args: &[AnyView]| -> Result<Any> {
+                threads::size_pool_from_env();
+                kernel.call_packed(args)
+            });
+            Function::register_global(name, sized_first)?;
+        }
     }
     Ok(())
 }
@@ -90,7 +86,7 @@ mod tests {
         let mut sorted = names.clone();
         sorted.sort();
         sorted.dedup();
-        assert_eq!(sorted.len(), names.len(), "duplicate name in FUNCTIONS");
+        assert_eq!(sorted.len(), names.len(), "duplicate name in the tables");
         for name in names {
             assert!(name.starts_with(PREFIX), "{name} lacks the {PREFIX} prefix");
         }

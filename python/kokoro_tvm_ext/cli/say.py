@@ -34,6 +34,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--weights", help="a Kokoro .pth state_dict (default: HF cache, else the offline rebuild)")
     parser.add_argument("--artifact", help="a compiled artifact directory (default: compile once and cache)")
     parser.add_argument("--seed", type=int, default=0, help="noise seed, for reproducible audio (default: %(default)s)")
+    parser.add_argument("--threads", type=int, metavar="N",
+                        help="threads to run on (default: $TVM_NUM_THREADS, else every core)")
     add_precision_argument(parser)
 
 
@@ -112,6 +114,12 @@ def run(args) -> int:
         _check_input(args)
         if not 0.1 <= args.speed <= 10:
             raise UsageError(f"--speed must be between 0.1 and 10, got {args.speed}")
+        if args.threads is not None:
+            if args.threads < 1:
+                raise UsageError(f"--threads must be at least 1, got {args.threads}")
+            from ..runtime import set_num_threads
+
+            set_num_threads(args.threads)  # before compiling: both pools start once
         pack = load_voice(args.voice)
         weights = resolve(args.weights)
         vocab = weights.config["vocab"]

@@ -7,6 +7,7 @@ import numpy as np
 
 from .artifact import LIBRARY, read_meta
 from .noise import make_noise
+from .threads import set_num_threads
 
 
 class KokoroTVM:
@@ -18,9 +19,13 @@ class KokoroTVM:
     frame count.
     """
 
-    def __init__(self, out_dir: str | Path):
+    def __init__(self, out_dir: str | Path, num_threads: int | None = None):
+        """``num_threads``: threads for this process (see ``set_num_threads``); default ``TVM_NUM_THREADS``, else all cores."""
         import tvm
         from tvm import relax
+
+        if num_threads is not None:
+            set_num_threads(num_threads)
 
         self.out_dir = Path(out_dir)
         self.meta = read_meta(self.out_dir)

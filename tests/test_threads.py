@@ -1,0 +1,65 @@
+"""One thread count for TVM's pool and the kernels' pool: TVM_NUM_THREADS, set_num_threads, num_threads=."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from kokoro_tvm_ext.runtime import set_num_threads
+
+# Runs one kernel (which sizes the kernels' pool), then reports both pools' sizes:
+# TVM's as it says, ours through the error a different count gets.
+REPORT = """
+import os
+import numpy as np, tvm
+x = np.linspace(-3, 3, 12, dtype=np.float32).reshape(1, 2, 6)
+alpha = np.array([0.5, 2.0], np.float32).reshape(1, 2, 1)
+out = tvm.runtime.tensor(np.zeros_like(x))
+tvm.get_global_func("kokoro_tvm_ext.snake")(tvm.runtime.tensor(x), tvm.runtime.tensor(alpha), out)
+assert np.allclose(out.numpy(), x + np.sin(alpha * x) ** 2 / alpha, atol=1e-5)
+print(os.environ["TVM_NUM_THREADS"], tvm.get_global_func("runtime.NumThreads")())
+try:
+    set_num_threads(64)
+except ValueError as err:
+    print(err)
+"""
+
+
+def run(before: str, **env_extra) -> tuple[str, str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("TVM_NUM_THREADS", "RAYON_NUM_THREADS")}
+    env.update(env_extra)
+    code = "from kokoro_tvm_ext.runtime import set_num_threads\n" + textwrap.dedent(before) + REPORT
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    counts, message = result.stdout.strip().splitlines()
+    env_count, tvm_count = counts.split()
+    return env_count, tvm_count, message
+
+
+def test_default_is_every_cpu_for_both_pools():
+    # Stock TVM would take half the CPUs on x86 (it assumes hyperthreads).
+    cpus = str(len(os.sched_getaffinity(0)))
+    env_count, tvm_count, message = run("")
+    assert (env_count, tvm_count) == (cpus, cpus)
+    assert f"already runs {cpus} threads" in message and "TVM_NUM_THREADS=64" in message
+
+
+def test_set_num_threads_after_import_sizes_both_pools():
+    env_count, tvm_count, message = run("set_num_threads(1)\nset_num_threads(1)  # the same count again is fine\n")
+    assert (env_count, tvm_count) == ("1", "1")
+    assert "already runs 1 threads" in message
+
+
+def test_tvm_num_threads_sizes_both_pools():
+    env_count, tvm_count, message = run("", TVM_NUM_THREADS="1")
+    assert (env_count, tvm_count) == ("1", "1")
+    assert "already runs 1 threads" in message
+
+
+@pytest.mark.parametrize("bad", [0, -2, 1.5, True, "2", None])
+def test_bad_counts_are_value_errors(bad):
+    with pytest.raises(ValueError, match="num_threads must be a positive integer"):
+        set_num_threads(bad)
