@@ -7,6 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 import tvm  # noqa: E402
 from tvm import relax  # noqa: E402
+from tvm.script import ir as I, relax as R  # noqa: E402
 
 import kokoro_tvm_ext  # noqa: E402
 from kokoro_tvm_ext.passes.pipeline import cpu_pipeline, pass_list, plugin_passes  # noqa: E402
@@ -77,3 +78,52 @@ def test_pipeline_matches_torch_at_several_shapes(model, imported, use_kernels):
         with torch.no_grad():
             want = model(x).numpy()
         np.testing.assert_allclose(run_vm(vm, x.numpy()), want, rtol=1e-4, atol=1e-4)
+
+
+@I.ir_module
+class MaskedSoftmax:
+    """ALBERT's attention tail: mask add, softmax, head split."""
+
+    @R.function
+    def main(x: R.Tensor((1, 3, "n", "n"), "float32"), mask: R.Tensor((1, 1, "n", "n"), "bool"),
+             q: R.Tensor((1, "n", 3, 5), "float32"), v: R.Tensor((1, 1, 2), "float32")):
+        with R.dataflow():
+            a = R.add(x, R.where(mask, R.const(0.0, "float32"), R.const(float("-inf"), "float32")))
+            s = R.nn.softmax(a, axis=-1)
+            t = R.multiply(R.permute_dims(q, [0, 2, 1, 3]), R.const(0.125, "float32"))
+            w = R.add(v, R.const(1.0, "float32"))  # too small to share out: one fused loop
+            R.output(s, t, w)
+        return s, t, w
+
+
+def _loops(func):
+    text = func.script()
+    return text.count("in T.parallel("), text.count("in range(")
+
+
+def test_elementwise_blocks_keep_a_vectorizable_inner_loop():
+    with TARGET:
+        mod = tvm.transform.Sequential(pass_list(TARGET)[:-7])(MaskedSoftmax)
+    funcs = {gv.name_hint: f for gv, f in mod.functions_items() if isinstance(f, tvm.tirx.PrimFunc)}
+    transpose = next(f for name, f in funcs.items() if "transpose" in name)
+    assert _loops(transpose) == (1, 1)  # parallel over (head, token), serial over the 5 features
+    small = next(f for name, f in funcs.items() if name.startswith("add") and "where" not in name)
+    assert _loops(small) == (1, 0)
+
+
+@pytest.mark.parametrize("n", [1, 2, 17])
+def test_masked_softmax_matches_numpy(n):
+    exe = tvm.compile(MaskedSoftmax, target=TARGET, relax_pipeline=cpu_pipeline(TARGET))
+    vm = relax.VirtualMachine(exe, tvm.cpu())
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal((1, 3, n, n)).astype("float32")
+    mask = rng.random((1, 1, n, n)) < 0.8
+    mask[..., 0] = True  # every row keeps one position
+    q = rng.standard_normal((1, n, 3, 5)).astype("float32")
+    v = rng.standard_normal((1, 1, 2)).astype("float32")
+    s, t, w = run_vm(vm, x, mask, q, v)
+    a = np.where(mask, x, -np.inf)
+    e = np.exp(a - a.max(-1, keepdims=True))
+    np.testing.assert_allclose(s, e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(t, q.transpose(0, 2, 1, 3) * np.float32(0.125))
+    np.testing.assert_array_equal(w, v + 1)
