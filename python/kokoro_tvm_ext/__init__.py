@@ -16,7 +16,7 @@ _check_versions()
 # them: 5-9% of Kokoro's run time on 2 cores.
 _os.environ.setdefault("TVM_THREAD_POOL_SPIN_COUNT", "0")
 # One thread count for TVM's pool and our kernels' pool (which our library sizes
-# from this variable as it loads). Unset, TVM would take half the CPUs on x86,
+# from this variable on its first kernel call). Unset, TVM would take half the CPUs on x86,
 # assuming two hyperthreads per core: 1 thread on a 2-core VM, 5-12% slower.
 _os.environ.setdefault(
     "TVM_NUM_THREADS",

@@ -5,10 +5,10 @@ import os
 
 
 def set_num_threads(n: int) -> None:
-    """Run TVM's loops and our kernels on ``n`` threads (default: ``TVM_NUM_THREADS``, else all cores).
+    """Run TVM's loops and our kernels on ``n`` threads (default: ``TVM_NUM_THREADS``, else all CPUs).
 
-    Both pools start once per process, so call this before the first compile or
-    synthesis; asking for another count once the kernels' pool runs is a
+    Both pools start on first use and keep their size, so call this before the
+    first synthesis; asking for another count once the kernels' pool runs is a
     ValueError that names the count it has.
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
