@@ -54,8 +54,8 @@ pub fn size_pool_from_env() {
     ONCE.call_once(|| {
         let n = std::env::var("TVM_NUM_THREADS").ok().and_then(|v| v.trim().parse::<usize>().ok());
         if let Some(n) = n.filter(|&n| n > 0) {
-            // An error only means the global pool exists already.
-            let _ = rayon::ThreadPoolBuilder::new().num_threads(n).build_global();
+            // An error only means the pool exists already (another library built it).
+            let _ = set_num_threads(n);
         }
     });
 }
