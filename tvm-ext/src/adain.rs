@@ -41,6 +41,7 @@ use rayon::prelude::*;
 use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, TensorView, TYPE_ERROR, VALUE_ERROR};
 
 use crate::gemm::{flag_arg, int_in, overlaps, span, tensor_arg};
+use crate::isa::Isa;
 use crate::sin::{needs_slow_path, sin_fast, sin_slow};
 use crate::tensor::{byte_span, check_dtype, expect_shape, input, output, shape_of, strided_input};
 
@@ -249,34 +250,6 @@ struct RowParams {
     shift: f32,
     alpha: f32,
     eps: f64,
-}
-
-/// The instruction set the row loops are compiled for, chosen once per call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Isa {
-    Portable,
-    #[cfg(target_arch = "x86_64")]
-    Avx2,
-    #[cfg(target_arch = "x86_64")]
-    Avx512,
-}
-
-impl Isa {
-    fn best() -> Isa {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if is_x86_feature_detected!("avx512f")
-                && is_x86_feature_detected!("avx2")
-                && is_x86_feature_detected!("fma")
-            {
-                return Isa::Avx512;
-            }
-            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-                return Isa::Avx2;
-            }
-        }
-        Isa::Portable
-    }
 }
 
 fn run_row(isa: Isa, x: &[f32], y: &mut [f32], p: &RowParams, act: Activation) {

@@ -37,7 +37,7 @@ use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, Tensor, TensorView, 
 
 use crate::conv::{
     call_data, col2im, conv1d_forward, conv1d_transpose_forward, fill_bias, im2col_row, parse_call, run_jobs,
-    Conv1dConfig, ConvCall, Plan, Tuning, TUNING,
+    Conv1dConfig, ConvCall, Plan, Tuning, WeightKind, TUNING,
 };
 use crate::gemm::{int_in, internal, tensor_arg, threads, JobError, Scratch, SharedMut};
 use crate::gemm_bf16::{
@@ -207,7 +207,7 @@ fn conv_packed(args: &[AnyView], transpose: bool) -> Result<()> {
     } else {
         "conv1d_bf16"
     };
-    let call: ConvCall = parse_call(who, args, transpose, true)?;
+    let call: ConvCall = parse_call(who, args, transpose, WeightKind::Bf16)?;
     let cfg = &call.cfg;
     let (kind, w_shape) = if transpose {
         (

@@ -177,8 +177,18 @@ pub(crate) struct Tensors {
     pub out: TensorView,
 }
 
-/// With `packed`, `w` is the bf16 weights of [`crate::bf16`], else float32.
-fn take_tensors(who: &str, args: &[AnyView], n_ints: usize, has_bias: bool, packed: bool) -> Result<Tensors> {
+/// What a convolution call's `w` holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WeightKind {
+    /// torch's float32 weights.
+    Torch,
+    /// bf16 weights packed by [`crate::bf16`].
+    Bf16,
+    /// float32 weights transformed by [`crate::winograd`].
+    Winograd,
+}
+
+fn take_tensors(who: &str, args: &[AnyView], n_ints: usize, has_bias: bool, weights: WeightKind) -> Result<Tensors> {
     let expected = n_ints + 3 + has_bias as usize;
     ensure!(
         args.len() == expected,
@@ -198,7 +208,7 @@ fn take_tensors(who: &str, args: &[AnyView], n_ints: usize, has_bias: bool, pack
     let bias = if has_bias { Some(take("bias")?) } else { None };
     let out = take("out")?;
     check_dtype::<f32>(&x, &format!("{who}: x"))?;
-    if packed {
+    if weights == WeightKind::Bf16 {
         check_dtype::<Bf16>(&w, &format!("{who}: w"))?;
     } else {
         check_dtype::<f32>(&w, &format!("{who}: w"))?;
@@ -228,10 +238,11 @@ pub(crate) struct ConvCall {
 }
 
 /// Parses and validates the packed arguments of `conv1d` (or, with `transpose`,
-/// `conv1d_transpose`). With `packed` (the bf16 variants), one more prim
-/// follows `has_bias`, the kernel size, and `w` is packed bf16, whose shape the
-/// caller checks; the output channels then come from `out`.
-pub(crate) fn parse_call(who: &str, args: &[AnyView], transpose: bool, packed: bool) -> Result<ConvCall> {
+/// `conv1d_transpose`). With packed weights (the bf16 and Winograd variants),
+/// one more prim follows `has_bias`, the kernel size, and the caller checks
+/// `w`'s shape; the output channels then come from `out`.
+pub(crate) fn parse_call(who: &str, args: &[AnyView], transpose: bool, weights: WeightKind) -> Result<ConvCall> {
+    let packed = weights != WeightKind::Torch;
     let mut names = vec!["stride", "pad_left", "pad_right"];
     if transpose {
         names.push("output_padding");
@@ -257,7 +268,7 @@ pub(crate) fn parse_call(who: &str, args: &[AnyView], transpose: bool, packed: b
         "{who}: output_padding: must be smaller than stride or dilation, got \
          output_padding={output_padding}, stride={stride}, dilation={dilation}"
     );
-    let t = take_tensors(who, args, names.len(), has_bias, packed)?;
+    let t = take_tensors(who, args, names.len(), has_bias, weights)?;
     let xs = shape_of(&t.x, &format!("{who}: x"), 3)?.to_vec();
     let (out_channels, kernel) = match kernel_size {
         Some(k) => (dim(shape_of(&t.out, &format!("{who}: out"), 3)?[1]), k as usize),
@@ -376,7 +387,7 @@ fn run_checked(who: &str, c: &ConvCall, transpose: bool, kernel: Kernel) -> Resu
 /// Parses and validates the packed `conv1d` arguments, then runs [`conv1d_forward`].
 pub fn conv1d_packed(args: &[AnyView]) -> Result<()> {
     const WHO: &str = "conv1d";
-    run_checked(WHO, &parse_call(WHO, args, false, false)?, false, conv1d_forward)
+    run_checked(WHO, &parse_call(WHO, args, false, WeightKind::Torch)?, false, conv1d_forward)
 }
 
 /// Parses and validates the packed `conv1d_transpose` arguments, then runs
@@ -385,7 +396,7 @@ pub fn conv1d_transpose_packed(args: &[AnyView]) -> Result<()> {
     const WHO: &str = "conv1d_transpose";
     run_checked(
         WHO,
-        &parse_call(WHO, args, true, false)?,
+        &parse_call(WHO, args, true, WeightKind::Torch)?,
         true,
         conv1d_transpose_forward,
     )
@@ -895,13 +906,13 @@ fn transpose_direct(cfg: &Conv1dConfig, lout: usize, x: &[f32], w: &[f32], bias:
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::tensor::testing::{Owned, Rng};
     use tvm_ffi::TYPE_ERROR;
 
     /// (value, sum of |terms|) per output, straight from the definition.
-    fn reference_conv(c: &Conv1dConfig, x: &[f32], w: &[f32], bias: Option<&[f32]>) -> Vec<(f64, f64)> {
+    pub(crate) fn reference_conv(c: &Conv1dConfig, x: &[f32], w: &[f32], bias: Option<&[f32]>) -> Vec<(f64, f64)> {
         let lout = c.conv_out_len().unwrap();
         let (cin_g, cout_g) = (c.in_channels / c.groups, c.out_channels / c.groups);
         let mut out = vec![(0.0, 0.0); c.batch * c.out_channels * lout];
@@ -965,9 +976,14 @@ mod tests {
     }
 
     fn assert_close(what: &str, got: &[f32], want: &[(f64, f64)]) {
+        assert_close_to(what, got, want, 1e-4)
+    }
+
+    /// Each output within `rel * (1 + sum of |terms|)` of the reference.
+    pub(crate) fn assert_close_to(what: &str, got: &[f32], want: &[(f64, f64)], rel: f64) {
         assert_eq!(got.len(), want.len(), "{what}: length");
         for (i, (g, (v, mag))) in got.iter().zip(want).enumerate() {
-            let tol = 1e-4 * (1.0 + mag);
+            let tol = rel * (1.0 + mag);
             assert!(
                 (*g as f64 - v).abs() <= tol,
                 "{what}: element {i}: got {g}, want {v} (tol {tol})"

@@ -12,12 +12,14 @@ pub mod bf16;
 pub mod conv;
 pub mod gemm;
 pub mod gemm_bf16;
+mod isa;
 pub mod lstm;
 pub mod matmul;
 pub mod sin;
 pub mod snake;
 pub mod tensor;
 pub mod threads;
+pub mod winograd;
 
 /// Every global function name starts with this prefix.
 pub const PREFIX: &str = "kokoro_tvm_ext.";
@@ -33,6 +35,9 @@ pub const KERNELS: &[(&str, Constructor)] = &[
     ("kokoro_tvm_ext.conv1d_transpose", conv::transpose_function),
     ("kokoro_tvm_ext.matmul", matmul::function),
     ("kokoro_tvm_ext.batch_matmul", batch_matmul::function),
+    // Weights transformed at compile time, see winograd.rs.
+    ("kokoro_tvm_ext.pack_winograd", winograd::pack_function),
+    ("kokoro_tvm_ext.conv1d_winograd", winograd::conv1d_function),
     // precision="bf16": weights packed at compile time, see bf16.rs.
     ("kokoro_tvm_ext.pack_bf16", bf16::pack_function),
     ("kokoro_tvm_ext.bf16_native", bf16::native_function),

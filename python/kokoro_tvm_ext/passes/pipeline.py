@@ -18,6 +18,8 @@
    permutes and reshapes around them, drop the broadcasts the dispatch made dead.
    With precision="bf16", PackWeightsBF16 (pack_bf16.py) runs in between: those
    calls go to the bf16 kernels, their weights packed to bf16 at compile time.
+   Then PackWeightsWinograd (pack_winograd.py): the f32 conv1d calls of the
+   shapes it speeds up go to the Winograd kernel, weights transformed now.
 3. TVM's CPU legalization and fusion (relax.backend.cpu_generic).
 4. ParallelOuterLoops: every remaining PrimFunc runs on all cores (cpu_schedule.py).
 5. TVM's CPU lowering and finalisation.
@@ -35,6 +37,7 @@ from .dispatch_kernels import DispatchToPluginKernels
 from .expand_powers import ExpandSmallPowers
 from .fold_bias import FoldBiasIntoKernels
 from .pack_bf16 import PackWeightsBF16, check_precision
+from .pack_winograd import PackWeightsWinograd
 from .remove_noop_copies import RemoveNoOpCopies
 
 
@@ -48,6 +51,8 @@ def plugin_passes(use_kernels: bool = True, precision: str = "fp32") -> list:
     passes += [ExpandSmallPowers, relax.transform.FastMathTransform(), relax.transform.FoldConstant()]
     if use_kernels and check_precision(precision) == "bf16":
         passes.append(PackWeightsBF16)  # after folding: the weights are constants now
+    if use_kernels:
+        passes.append(PackWeightsWinograd)  # the convolutions bf16 left in f32
     return passes + [relax.transform.DeadCodeElimination()]
 
 

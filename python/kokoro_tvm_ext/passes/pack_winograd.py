@@ -1,0 +1,91 @@
+"""The plugin's float32 ``conv1d`` calls whose shapes Winograd's F(m, r) speeds
+up move to ``kokoro_tvm_ext.conv1d_winograd``, with their weights transformed
+once, here, at compile time (``kokoro_tvm_ext.pack_winograd``; the transforms
+and the kernel are in tvm-ext/src/winograd.rs).
+
+Which calls (stride 1, one group, constant weights, 3, 5, 7 or 11 taps), by
+the kernel's measured speed against the im2col GEMM on 2 threads
+(``cargo test -p tvm-ext --release winograd_speed -- --ignored --nocapture``):
+with 256 to 512 channels in and at least 256 out it is 1.2-1.8x faster; with
+128 channels about as fast (the per-tile transforms cost as much as the GEMM
+saves), so those stay on the GEMM. Wider inputs (Kokoro's 1024-channel
+decoder) stay too: their transformed weights take 8/3 the memory, and at the
+~100 frames of a short sentence the kernel was slower (0.4-0.7x).
+
+Calls upstream of a cumulative sum stay on the GEMM too: the transforms round
+a little more (relative error ~1e-6 against 3e-7), and in Kokoro that sum
+integrates the F0 curve into the phase of its sines, where an error grows
+with the length of the audio (see pack_bf16.py).
+
+Runs after FoldConstant (weight norm is folded by then) and after
+PackWeightsBF16, so with precision="bf16" it only sees the calls that stay f32.
+"""
+from __future__ import annotations
+
+import tvm
+from tvm import relax
+from tvm.relax.expr_functor import PyExprMutator, mutator
+
+from .pack_bf16 import upstream_of_cumsum
+
+CALL_DPS_PACKED = tvm.ir.Op.get("relax.call_dps_packed")
+KERNEL_SIZES = (3, 5, 7, 11)
+MIN_CHANNELS = 256
+MAX_IN_CHANNELS = 512
+
+# kokoro_tvm_ext.conv1d's prims: stride, pad_left, pad_right, dilation, groups, has_bias.
+_STRIDE, _GROUPS, _N_PRIMS = 0, 4, 6
+
+
+def worth_it(out_channels: int, in_channels: int, kernel_size: int) -> bool:
+    """Whether a stride-1, ungrouped conv1d of this shape goes to Winograd."""
+    return (
+        kernel_size in KERNEL_SIZES
+        and MIN_CHANNELS <= in_channels <= MAX_IN_CHANNELS
+        and out_channels >= MIN_CHANNELS
+    )
+
+
+@mutator
+class _ToWinograd(PyExprMutator):
+    def __init__(self, mod, keep: dict):
+        super().__init__(mod)
+        self.pack = tvm.get_global_func("kokoro_tvm_ext.pack_winograd")
+        self.keep = keep
+
+    def _constant(self, expr):
+        while isinstance(expr, relax.Var):
+            expr = self.lookup_binding(expr)
+        return expr if isinstance(expr, tvm.ir.Constant) else None
+
+    def visit_call_(self, call):
+        kept = self.keep.get(hash(call))
+        if kept is not None and kept.same_as(call):
+            return super().visit_call_(call)
+        call = super().visit_call_(call)
+        if call.op != CALL_DPS_PACKED or not isinstance(call.args[0], relax.ExternFunc):
+            return call
+        if call.args[0].global_symbol != "kokoro_tvm_ext.conv1d" or not isinstance(call.args[1], relax.Tuple):
+            return call
+        args = list(call.args[1].fields)
+        prims, x, w, rest = args[:_N_PRIMS], args[_N_PRIMS], args[_N_PRIMS + 1], args[_N_PRIMS + 2:]
+        if int(prims[_STRIDE].value) != 1 or int(prims[_GROUPS].value) != 1:
+            return call
+        w = self._constant(w)
+        if w is None or str(w.value.dtype) != "float32":
+            return call
+        cout, cin, k = (int(d) for d in w.value.shape)
+        if not worth_it(cout, cin, k):
+            return call
+        packed = relax.const(self.pack(w.value))
+        fields = [*prims, relax.prim_value(k), x, packed, *rest]
+        return relax.op.call_dps_packed("kokoro_tvm_ext.conv1d_winograd", relax.Tuple(fields), out_ty=call.ty)
+
+
+@tvm.transform.module_pass(opt_level=0, name="PackWeightsWinograd")
+def PackWeightsWinograd(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+    updates = {gv: _ToWinograd(mod, upstream_of_cumsum(func)).visit_expr(func)
+               for gv, func in mod.functions_items() if isinstance(func, relax.Function)}
+    for gv, func in updates.items():
+        mod[gv] = func
+    return mod

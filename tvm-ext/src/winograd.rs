@@ -1,0 +1,794 @@
+//! Float32 `conv1d` by Winograd's minimal filtering F(m, r), for the stride-1,
+//! ungrouped convolutions with 3, 5, 7 or 11 taps that make up most of
+//! Kokoro's vocoder (its residual blocks: kernels 3, 7 and 11, dilations 1, 3
+//! and 5). Weights are transformed once, at compile time.
+//!
+//! ```text
+//! kokoro_tvm_ext.pack_winograd(w: float32 [Cout, Cin, K]) -> float32 [A, Cout, Cin]
+//! kokoro_tvm_ext.conv1d_winograd(stride = 1, pad_left, pad_right, dilation, groups = 1,
+//!                                has_bias, kernel_size, x, u, [bias], OUT out)
+//!   x, bias, out: as for kokoro_tvm_ext.conv1d; u: w packed by pack_winograd.
+//! ```
+//!
+//! Why: a direct convolution does `K` multiply-adds per output and input
+//! channel pair. F(m, K) computes `m` outputs of one channel pair from
+//! `A = m + K - 1` products, so the GEMMs shrink by `m*K/A`: 2.25x for K = 3
+//! (F(6,3)), 2x for K = 5 (F(4,5)), 1.75x for K = 7 (F(2,7)), 1.83x for K = 11
+//! (F(2,11)). The rounding grows with `A` (relative error about 1e-6 for
+//! `A = 8`, 1e-5 for `A = 12`, against 3e-7 for the direct GEMM), still far
+//! below what the vocoder's output can show.
+//!
+//! How it runs: the outputs of one batch item are cut into tiles of `m`
+//! outputs, `dilation` apart (so with dilation `d` each of the `d` phases
+//! `t % d` is an undilated convolution of its own). Per job, a block of tiles:
+//! 1. gather the block's inputs, per channel, as `m` polyphase rows (row `r`
+//!    holds input `r` of every tile), so that every step below reads and
+//!    writes contiguous rows;
+//! 2. input transform `V[a][c][n] = sum_j BT[a][j] * tile_n[c][j]`;
+//! 3. `A` GEMMs `M[a] = U[a] @ V[a]`, `[Cout, Cin] x [Cin, tiles]`;
+//! 4. output transform `y[o][n][i] = bias[o] + sum_a AT[i][a] * M[a][o][n]`,
+//!    scattered to the tiles' outputs.
+//!
+//! The transforms come from Toom-Cook interpolation at the points 0, ±1, ±2,
+//! ±1/2 (and ±3, ±1/3 for `A = 12`) and infinity, computed here in f64.
+use rayon::prelude::*;
+use tvm_ffi::tvm_ffi_sys::dlpack::{DLDataType, DLDataTypeCode, DLDevice, DLDeviceType};
+use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, Tensor, VALUE_ERROR};
+
+use crate::conv::{call_data, parse_call, valid_range, Conv1dConfig, WeightKind};
+use crate::gemm::{internal, sgemm, tensor_arg, threads, JobError, Layout, Scratch, SharedMut};
+use crate::isa::Isa;
+use crate::tensor::{expect_shape, input, shape_of};
+
+/// The interpolation points besides infinity, in the order they are used.
+const POINTS: [f64; 11] = [0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 3.0, -3.0, 1.0 / 3.0, -1.0 / 3.0];
+
+/// Outputs per tile for a kernel of `k` taps, `None` if there is no transform.
+fn tile_outputs(k: usize) -> Option<usize> {
+    match k {
+        3 => Some(6),
+        5 => Some(4),
+        7 | 11 => Some(2),
+        _ => None,
+    }
+}
+
+/// The matrices of F(m, r), row-major: `y = AT (G g ⊙ BT d)` for a tile `d` of
+/// `alpha` inputs and a kernel `g` of `r` taps.
+#[derive(Clone, Debug)]
+pub struct Transform {
+    pub m: usize,
+    pub r: usize,
+    pub alpha: usize,
+    /// `m x alpha`.
+    at: Vec<f32>,
+    /// `alpha x alpha`.
+    bt: Vec<f32>,
+    /// `alpha x r`, kept in f64 for packing.
+    g: Vec<f64>,
+}
+
+impl Transform {
+    /// F(m, r) for kernels of `r` taps, `None` for an unsupported size.
+    pub fn new(r: usize) -> Option<Self> {
+        let m = tile_outputs(r)?;
+        let alpha = m + r - 1;
+        // Rows: the finite points, then infinity (the leading coefficient).
+        let vandermonde = |n: usize| -> Vec<f64> {
+            let mut v = vec![0.0; alpha * n];
+            for (i, p) in POINTS[..alpha - 1].iter().enumerate() {
+                for j in 0..n {
+                    v[i * n + j] = p.powi(j as i32);
+                }
+            }
+            v[alpha * n - 1] = 1.0;
+            v
+        };
+        let (vm, c) = (vandermonde(m), invert(vandermonde(alpha), alpha));
+        let at = (0..m * alpha).map(|e| vm[(e % alpha) * m + e / alpha] as f32).collect();
+        let bt = (0..alpha * alpha)
+            .map(|e| c[(e % alpha) * alpha + e / alpha] as f32)
+            .collect();
+        Some(Self {
+            m,
+            r,
+            alpha,
+            at,
+            bt,
+            g: vandermonde(r),
+        })
+    }
+
+    /// `u[a][o][c] = sum_k G[a][k] * w[o][c][k]` for `w` `[cout, cin, r]`.
+    pub fn pack(&self, cout: usize, cin: usize, w: &[f32]) -> Vec<f32> {
+        let (a_n, r) = (self.alpha, self.r);
+        let mut u = vec![0.0f32; a_n * cout * cin];
+        for a in 0..a_n {
+            let g = &self.g[a * r..][..r];
+            for (oc, dst) in u[a * cout * cin..][..cout * cin].iter_mut().enumerate() {
+                let taps = &w[oc * r..][..r];
+                *dst = g.iter().zip(taps).map(|(gk, wk)| gk * *wk as f64).sum::<f64>() as f32;
+            }
+        }
+        u
+    }
+}
+
+/// The inverse of the `n x n` row-major matrix `a` (Gauss-Jordan with partial
+/// pivoting; only ever called on the small, well-posed Vandermonde matrices above).
+fn invert(mut a: Vec<f64>, n: usize) -> Vec<f64> {
+    let mut inv: Vec<f64> = (0..n * n).map(|e| (e / n == e % n) as u8 as f64).collect();
+    for col in 0..n {
+        let pivot = (col..n)
+            .max_by(|&i, &j| a[i * n + col].abs().total_cmp(&a[j * n + col].abs()))
+            .unwrap_or(col);
+        for j in 0..n {
+            a.swap(col * n + j, pivot * n + j);
+            inv.swap(col * n + j, pivot * n + j);
+        }
+        let p = a[col * n + col];
+        for j in 0..n {
+            a[col * n + j] /= p;
+            inv[col * n + j] /= p;
+        }
+        for i in (0..n).filter(|&i| i != col) {
+            let f = a[i * n + col];
+            if f != 0.0 {
+                for j in 0..n {
+                    a[i * n + j] -= f * a[col * n + j];
+                    inv[i * n + j] -= f * inv[col * n + j];
+                }
+            }
+        }
+    }
+    inv
+}
+
+// ---------------------------------------------------------------------------
+// Packed entry points.
+// ---------------------------------------------------------------------------
+
+/// The registered `kokoro_tvm_ext.pack_winograd`.
+pub fn pack_function() -> Function {
+    Function::from_packed(|args: &[AnyView]| -> Result<Any> { Ok(Any::from(pack_packed(args)?)) })
+}
+
+/// The registered `kokoro_tvm_ext.conv1d_winograd`.
+pub fn conv1d_function() -> Function {
+    Function::from_packed(|args: &[AnyView]| -> Result<Any> {
+        conv1d_packed(args)?;
+        Ok(Any::default())
+    })
+}
+
+fn pack_packed(args: &[AnyView]) -> Result<Tensor> {
+    const WHO: &str = "pack_winograd";
+    ensure!(
+        args.len() == 1,
+        VALUE_ERROR,
+        "{WHO}: expected 1 argument (w), got {}",
+        args.len()
+    );
+    let w = tensor_arg(args[0], "pack_winograd: w")?;
+    let ws: Vec<usize> = shape_of(&w, "pack_winograd: w", 3)?
+        .iter()
+        .map(|&d| d.max(0) as usize)
+        .collect();
+    let (cout, cin, k) = (ws[0], ws[1], ws[2]);
+    ensure!(
+        cout > 0 && cin > 0,
+        VALUE_ERROR,
+        "{WHO}: w: expected no empty dimension, got shape {ws:?}"
+    );
+    let Some(tr) = Transform::new(k) else {
+        bail!(
+            VALUE_ERROR,
+            "{WHO}: w: kernels of {k} taps have no Winograd transform (3, 5, 7 or 11)"
+        );
+    };
+    let u = tr.pack(cout, cin, &input::<f32>(&w, "pack_winograd: w")?);
+    let shape = [tr.alpha as i64, cout as i64, cin as i64];
+    let f32_type = DLDataType::new(DLDataTypeCode::kDLFloat, 32, 1);
+    let cpu = DLDevice::new(DLDeviceType::kDLCPU, 0);
+    let mut t = Tensor::from_nd_alloc(tvm_ffi::CPUNDAlloc {}, &shape, f32_type, cpu);
+    // SAFETY: a fresh CPU tensor of `u.len()` float32s.
+    unsafe { std::ptr::copy_nonoverlapping(u.as_ptr(), t.data_ptr_mut() as *mut f32, u.len()) };
+    Ok(t)
+}
+
+fn conv1d_packed(args: &[AnyView]) -> Result<()> {
+    const WHO: &str = "conv1d_winograd";
+    let call = parse_call(WHO, args, false, WeightKind::Winograd)?;
+    let cfg = &call.cfg;
+    check_geometry(cfg)?;
+    let Some(tr) = Transform::new(cfg.kernel) else {
+        bail!(
+            VALUE_ERROR,
+            "{WHO}: kernel_size: {} taps have no Winograd transform (3, 5, 7 or 11)",
+            cfg.kernel
+        );
+    };
+    let u_shape = [tr.alpha, cfg.out_channels, cfg.in_channels].map(|d| d as i64);
+    if let Err(e) = expect_shape(&call.t.w, &format!("{WHO}: w"), &u_shape) {
+        bail!(
+            VALUE_ERROR,
+            "{} (weights packed by kokoro_tvm_ext.pack_winograd)",
+            e.message()
+        );
+    }
+    let u = input::<f32>(&call.t.w, &format!("{WHO}: w"))?;
+    let (x, bias, out) = call_data(WHO, &call)?;
+    conv1d_winograd_forward(cfg, &tr, &x, &u, bias.as_deref(), out)
+}
+
+fn check_geometry(cfg: &Conv1dConfig) -> Result<()> {
+    ensure!(
+        cfg.stride == 1 && cfg.groups == 1,
+        VALUE_ERROR,
+        "conv1d_winograd: only stride 1 and groups 1 are supported, got stride={} groups={}",
+        cfg.stride,
+        cfg.groups
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// The kernel.
+// ---------------------------------------------------------------------------
+
+/// `conv1d` on dense row-major buffers with weights `u` packed by
+/// [`Transform::pack`]: `x` `[B, Cin, L]`, `bias` `[Cout]`, `out` `[B, Cout, Lout]`.
+pub fn conv1d_winograd_forward(
+    cfg: &Conv1dConfig,
+    tr: &Transform,
+    x: &[f32],
+    u: &[f32],
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+) -> Result<()> {
+    const WHO: &str = "conv1d_winograd";
+    check_geometry(cfg)?;
+    ensure!(
+        cfg.kernel == tr.r,
+        VALUE_ERROR,
+        "{WHO}: the transform is for {} taps, the convolution has {}",
+        tr.r,
+        cfg.kernel
+    );
+    let Some(lout) = cfg.conv_out_len() else {
+        bail!(VALUE_ERROR, "{WHO}: the output would be empty for {cfg:?}");
+    };
+    let (cin, cout) = (cfg.in_channels, cfg.out_channels);
+    ensure!(
+        x.len() == cfg.batch * cin * cfg.length
+            && u.len() == tr.alpha * cout * cin
+            && bias.is_none_or(|b| b.len() == cout)
+            && out.len() == cfg.batch * cout * lout,
+        VALUE_ERROR,
+        "{WHO}: buffer lengths do not match {cfg:?}"
+    );
+    run(cfg, tr, lout, x, u, bias, out, TILE_BYTES).map_err(|e| internal(WHO, e))
+}
+
+/// About half of a 2 MiB L2 for a job's transformed tiles (`V` and `M`).
+const TILE_BYTES: usize = 1 << 20;
+
+/// One job: tiles `q0..q0 + nq` of phase `p` of batch item `b`.
+#[derive(Clone, Copy, Debug)]
+struct Job {
+    b: usize,
+    p: usize,
+    q0: usize,
+    nq: usize,
+}
+
+/// Outputs `p, p + d, p + 2d, ...` below `lout`: how many there are.
+fn phase_len(lout: usize, d: usize, p: usize) -> usize {
+    (lout - p).div_ceil(d)
+}
+
+/// Blocks of about `tile_bytes` of per-job buffers, in whole vectors of
+/// [`LANES`] tiles, and at least two jobs per thread when the tiles allow
+/// blocks of 64 or more.
+fn plan(cfg: &Conv1dConfig, tr: &Transform, lout: usize, tile_bytes: usize) -> Vec<Job> {
+    let d = cfg.dilation;
+    let phases = d.min(lout);
+    let tiles = |p: usize| phase_len(lout, d, p).div_ceil(tr.m);
+    let total: usize = cfg.batch * (0..phases).map(tiles).sum::<usize>();
+    let per_tile = tr.alpha * (cfg.in_channels + cfg.out_channels) + tr.m * cfg.in_channels;
+    let widest = (tile_bytes / (4 * per_tile)).max(64);
+    let nb = widest
+        .min(total.div_ceil(2 * threads()).max(64))
+        .next_multiple_of(LANES);
+    let mut jobs = Vec::new();
+    for b in 0..cfg.batch {
+        for p in 0..phases {
+            let n = tiles(p);
+            let width = n.div_ceil(n.div_ceil(nb)).next_multiple_of(LANES);
+            for q0 in (0..n).step_by(width) {
+                jobs.push(Job {
+                    b,
+                    p,
+                    q0,
+                    nq: width.min(n - q0),
+                });
+            }
+        }
+    }
+    jobs
+}
+
+/// Tiles per step of the transforms: one AVX-512 vector.
+const LANES: usize = 16;
+/// The most outputs per tile of any transform ([`tile_outputs`]).
+const MAX_M: usize = 6;
+
+/// What every job of one call shares.
+#[derive(Clone, Copy)]
+struct Call<'a> {
+    cfg: &'a Conv1dConfig,
+    tr: &'a Transform,
+    lout: usize,
+    x: &'a [f32],
+    u: &'a [f32],
+    bias: Option<&'a [f32]>,
+    out: SharedMut,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run(
+    cfg: &Conv1dConfig,
+    tr: &Transform,
+    lout: usize,
+    x: &[f32],
+    u: &[f32],
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+    tile_bytes: usize,
+) -> std::result::Result<(), JobError> {
+    let jobs = plan(cfg, tr, lout, tile_bytes);
+    let call = Call {
+        cfg,
+        tr,
+        lout,
+        x,
+        u,
+        bias,
+        out: SharedMut::new(out),
+    };
+    let isa = Isa::best();
+    if jobs.len() >= threads() && threads() > 1 {
+        jobs.par_iter()
+            .with_max_len(1)
+            .try_for_each_init(Scratch::new, |s, j| run_job(isa, &call, *j, s, false))
+    } else {
+        let mut scratch = Scratch::new();
+        jobs.iter()
+            .try_for_each(|j| run_job(isa, &call, *j, &mut scratch, threads() > 1))
+    }
+}
+
+/// [`tile_job`] for this call's F(m, r), compiled for `isa`.
+fn run_job(isa: Isa, call: &Call, job: Job, s: &mut Scratch, par: bool) -> std::result::Result<(), JobError> {
+    match isa {
+        // SAFETY: the features were detected at run time.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => unsafe { x86::avx512(call, job, s, par) },
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { x86::avx2(call, job, s, par) },
+        Isa::Portable => sized::<false>(call, job, s, par),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{sized, Call, Job, JobError, Scratch};
+
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) unsafe fn avx512(call: &Call, job: Job, s: &mut Scratch, par: bool) -> Result<(), JobError> {
+        sized::<true>(call, job, s, par)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn avx2(call: &Call, job: Job, s: &mut Scratch, par: bool) -> Result<(), JobError> {
+        sized::<true>(call, job, s, par)
+    }
+}
+
+#[inline(always)]
+fn sized<const FMA: bool>(call: &Call, job: Job, s: &mut Scratch, par: bool) -> std::result::Result<(), JobError> {
+    match (call.tr.m, call.tr.alpha) {
+        (6, 8) => tile_job::<6, 8, FMA>(call, job, s, par),
+        (4, 8) => tile_job::<4, 8, FMA>(call, job, s, par),
+        (2, 8) => tile_job::<2, 8, FMA>(call, job, s, par),
+        (2, 12) => tile_job::<2, 12, FMA>(call, job, s, par),
+        (m, a) => Err(JobError(format!("no kernel for F({m}, {})", a + 1 - m))),
+    }
+}
+
+/// `a * b + c`, fused where the instruction exists (`FMA`): `mul_add`
+/// without it is a slow library call.
+#[inline(always)]
+fn madd<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
+    if FMA {
+        a.mul_add(b, c)
+    } else {
+        a * b + c
+    }
+}
+
+/// `emit(i, sum_j mat[i][j] * vecs[j])` for each row `i`, lane by lane; one
+/// row at a time, so that `vecs` and one accumulator stay in registers.
+#[inline(always)]
+fn mat_vec<const R: usize, const C: usize, const FMA: bool>(
+    mat: &[[f32; C]; R],
+    vecs: &[[f32; LANES]; C],
+    mut emit: impl FnMut(usize, &[f32; LANES]),
+) {
+    for (i, row) in mat.iter().enumerate() {
+        let mut acc = [0.0f32; LANES];
+        for (coef, v) in row.iter().zip(vecs) {
+            for (a, x) in acc.iter_mut().zip(v) {
+                *a = madd::<FMA>(*coef, *x, *a);
+            }
+        }
+        emit(i, &acc);
+    }
+}
+
+/// One job of F(M, A - M + 1); compiled once per instruction set and size.
+#[inline(always)]
+fn tile_job<const M: usize, const A: usize, const FMA: bool>(
+    call: &Call,
+    job: Job,
+    scratch: &mut Scratch,
+    parallel: bool,
+) -> std::result::Result<(), JobError> {
+    let Call {
+        cfg,
+        tr,
+        lout,
+        x,
+        u,
+        bias,
+        out,
+    } = *call;
+    let (d, l) = (cfg.dilation, cfg.length);
+    let (cin, cout) = (cfg.in_channels, cfg.out_channels);
+    let Job { b, p, q0, nq } = job;
+    let bt: [[f32; A]; A] = std::array::from_fn(|a| std::array::from_fn(|j| tr.bt[a * A + j]));
+    let at: [[f32; A]; M] = std::array::from_fn(|i| std::array::from_fn(|a| tr.at[i * A + a]));
+    // Whole vectors of tiles (the GEMMs skip the padding); tile n reads
+    // polyphase row j % M at n + j / M.
+    let np = nq.next_multiple_of(LANES);
+    let row = np + (A - 1) / M;
+    let lens = [cin * M * row, A * cin * np, A * cout * np];
+    scratch.set_len(lens.iter().sum());
+    let (xb, rest) = scratch.split_at_mut(lens[0]);
+    let (v, mm) = rest.split_at_mut(lens[1]);
+
+    // Gather: xb[c][r][s] = x[b][c][p + d*((q0 + s)*M + r) - pad_left], zero outside.
+    let step = d * M;
+    for (cr, dst) in xb.chunks_exact_mut(row).enumerate() {
+        let (c, r) = (cr / M, cr % M);
+        let xrow = &x[(b * cin + c) * l..][..l];
+        let off = (p + d * (q0 * M + r)) as i128 - cfg.pad_left as i128;
+        let valid = valid_range(row, step, off, l);
+        dst[..valid.start].fill(0.0);
+        dst[valid.end..].fill(0.0);
+        if !valid.is_empty() {
+            let first = (valid.start as i128 * step as i128 + off) as usize;
+            for (o, s) in dst[valid].iter_mut().zip(xrow[first..].iter().step_by(step)) {
+                *o = *s;
+            }
+        }
+    }
+
+    // Input transform: V[a][c][n] = sum_j BT[a][j] * xb[c][j % M][n + j / M].
+    for c in 0..cin {
+        for n0 in (0..np).step_by(LANES) {
+            let tile: [[f32; LANES]; A] = std::array::from_fn(|j| {
+                let src = &xb[(c * M + j % M) * row + n0 + j / M..][..LANES];
+                std::array::from_fn(|k| src[k])
+            });
+            mat_vec::<A, A, FMA>(&bt, &tile, |a, vals| {
+                v[(a * cin + c) * np + n0..][..LANES].copy_from_slice(vals)
+            });
+        }
+    }
+
+    // One GEMM per point: M[a] = U[a] @ V[a].
+    for a in 0..A {
+        sgemm(
+            cout,
+            nq,
+            cin,
+            u,
+            Layout::row_major(a * cout * cin, cin),
+            v,
+            Layout::row_major(a * cin * np, np),
+            mm,
+            Layout::row_major(a * cout * np, np),
+            false,
+            parallel,
+        )?;
+    }
+
+    // Output transform y[i] = bias + sum_a AT[i][a] * M[a], then out; this job
+    // alone owns these outputs.
+    let len_p = phase_len(lout, d, p);
+    let valid = len_p.saturating_sub(q0 * M).min(nq * M);
+    for o in 0..cout {
+        let b0 = bias.map_or(0.0, |bv| bv[o]);
+        let row0 = (b * cout + o) * lout + p + d * q0 * M;
+        out.check(row0, d * (valid.max(1) - 1) + 1)?;
+        for n0 in (0..nq).step_by(LANES) {
+            let ms: [[f32; LANES]; A] = std::array::from_fn(|a| {
+                let src = &mm[(a * cout + o) * np + n0..][..LANES];
+                std::array::from_fn(|k| src[k])
+            });
+            // Output (n0 + k) * M + i of the block goes to vals[k * M + i].
+            let mut vals = [0.0f32; LANES * MAX_M];
+            mat_vec::<M, A, FMA>(&at, &ms, |i, ys| {
+                for (k, y) in ys.iter().enumerate() {
+                    vals[k * M + i] = b0 + y;
+                }
+            });
+            let first = n0 * M;
+            let count = valid.saturating_sub(first).min(LANES * M);
+            if d == 1 {
+                // SAFETY: below `valid`, so checked above; disjoint from other jobs' tiles.
+                unsafe { out.slice(row0 + first, count)? }.copy_from_slice(&vals[..count]);
+            } else {
+                for (e, val) in vals[..count].iter().enumerate() {
+                    // SAFETY: as above.
+                    unsafe { *out.ptr_at(row0 + d * (first + e)) = *val };
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::testing::Rng;
+
+    #[test]
+    fn transforms_reproduce_a_direct_correlation_exactly_in_f64() {
+        for r in [3, 5, 7, 11] {
+            let tr = Transform::new(r).unwrap();
+            let (m, a_n) = (tr.m, tr.alpha);
+            // Every (output i, tap k, input j): sum_a AT[i][a] G[a][k] BT[a][j] = [j == i + k].
+            for i in 0..m {
+                for k in 0..r {
+                    for j in 0..a_n {
+                        let term = |a: usize| tr.at[i * a_n + a] as f64 * tr.g[a * r + k] * tr.bt[a * a_n + j] as f64;
+                        let s: f64 = (0..a_n).map(term).sum();
+                        // AT and BT are rounded to f32.
+                        let tol = 1e-6 * (0..a_n).map(|a| term(a).abs()).sum::<f64>() + 1e-12;
+                        let want = (j == i + k) as u8 as f64;
+                        assert!((s - want).abs() <= tol, "F({m},{r}) i={i} k={k} j={j}: {s}");
+                    }
+                }
+            }
+        }
+    }
+
+    use crate::conv::tests::{assert_close_to, reference_conv};
+    use crate::tensor::testing::Owned;
+    use tvm_ffi::{TensorView, TYPE_ERROR};
+
+    fn config(
+        batch: usize,
+        cin: usize,
+        cout: usize,
+        length: usize,
+        kernel: usize,
+        pads: (usize, usize),
+        dilation: usize,
+    ) -> Conv1dConfig {
+        Conv1dConfig {
+            batch,
+            in_channels: cin,
+            out_channels: cout,
+            length,
+            kernel,
+            stride: 1,
+            pad_left: pads.0,
+            pad_right: pads.1,
+            dilation,
+            groups: 1,
+            output_padding: 0,
+        }
+    }
+
+    /// Through the registered functions: pack, then convolve; `out` starts NaN.
+    fn call(c: &Conv1dConfig, x: &[f32], w: &[f32], bias: Option<&[f32]>) -> tvm_ffi::Result<Vec<f32>> {
+        let lout = c.conv_out_len().unwrap();
+        let mut wt = Owned::new(
+            w.to_vec(),
+            &[c.out_channels as i64, c.in_channels as i64, c.kernel as i64],
+        );
+        let wv = wt.view();
+        let packed = pack_function().call_packed(&[AnyView::from(&wv)])?;
+        let u: Tensor = packed.try_into().unwrap();
+        let mut xt = Owned::new(x.to_vec(), &[c.batch as i64, c.in_channels as i64, c.length as i64]);
+        let mut bt = bias.map(|b| Owned::new(b.to_vec(), &[b.len() as i64]));
+        let mut ot = Owned::new(
+            vec![f32::NAN; c.batch * c.out_channels * lout],
+            &[c.batch as i64, c.out_channels as i64, lout as i64],
+        );
+        let ints = [
+            1,
+            c.pad_left as i64,
+            c.pad_right as i64,
+            c.dilation as i64,
+            1,
+            bias.is_some() as i64,
+            c.kernel as i64,
+        ];
+        let mut views = vec![xt.view()];
+        if let Some(b) = bt.as_mut() {
+            views.push(b.view());
+        }
+        views.push(ot.view());
+        let mut args: Vec<AnyView> = ints.iter().map(AnyView::from).collect();
+        args.push(AnyView::from(&views[0]));
+        args.push(AnyView::from(&u));
+        args.extend(views[1..].iter().map(AnyView::from));
+        conv1d_function().call_packed(&args)?;
+        drop(views);
+        Ok(ot.data)
+    }
+
+    #[test]
+    fn matches_the_definition_on_odd_shapes_dilations_and_pads() {
+        let mut rng = Rng(0x3170);
+        // (batch, cin, cout, length, kernel, pads, dilation)
+        let cases = [
+            (1, 1, 1, 1, 3, (1, 1), 1),  // length 1: one output, all padding but the centre
+            (2, 5, 3, 17, 3, (1, 1), 1), // odd channels, a partial last tile
+            (1, 19, 21, 40, 5, (2, 2), 1),
+            (1, 7, 9, 50, 7, (9, 9), 3), // dilation: three phases
+            (2, 3, 17, 61, 11, (25, 25), 5),
+            (1, 6, 4, 13, 7, (0, 0), 1),     // no padding: 7 outputs
+            (1, 4, 4, 30, 3, (0, 5), 2),     // lopsided pads
+            (1, 33, 18, 300, 11, (5, 5), 1), // several jobs per phase
+        ];
+        for (batch, cin, cout, length, k, pads, d) in cases {
+            let c = config(batch, cin, cout, length, k, pads, d);
+            let x = rng.vec(batch * cin * length);
+            let w = rng.vec(cout * cin * k);
+            for bias in [None, Some(rng.vec(cout))] {
+                let got = call(&c, &x, &w, bias.as_deref()).unwrap_or_else(|e| panic!("{c:?}: {}", e.message()));
+                // The transforms scale terms by up to ~60x (K = 11) before they cancel.
+                let tol = if k == 11 { 2e-4 } else { 2e-5 };
+                assert_close_to(
+                    &format!("{c:?}"),
+                    &got,
+                    &reference_conv(&c, &x, &w, bias.as_deref()),
+                    tol,
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn small_blocks_split_phases_into_many_jobs() {
+        let mut rng = Rng(11);
+        let c = config(2, 8, 8, 500, 7, (9, 9), 3);
+        let (x, w, bias) = (rng.vec(2 * 8 * 500), rng.vec(8 * 8 * 7), rng.vec(8));
+        let tr = Transform::new(7).unwrap();
+        let u = tr.pack(8, 8, &w);
+        let mut out = vec![f32::NAN; 2 * 8 * 500];
+        // 4 KiB blocks: the plan's floor of 64 tiles, several jobs per phase.
+        assert!(plan(&c, &tr, 500, 4096).len() > 2 * 3);
+        run(&c, &tr, 500, &x, &u, Some(&bias), &mut out, 4096).unwrap();
+        assert_close_to("small blocks", &out, &reference_conv(&c, &x, &w, Some(&bias)), 2e-5);
+    }
+
+    #[test]
+    fn bad_calls_are_errors_that_name_the_problem() {
+        let message = |r: tvm_ffi::Result<Vec<f32>>| r.err().map(|e| e.message().to_string()).unwrap_or_default();
+        let (x, w) = (vec![0.0; 2 * 8], vec![0.0; 2 * 2 * 4]);
+        let c = config(1, 2, 2, 8, 4, (0, 0), 1);
+        assert!(message(call(&c, &x, &w, None)).contains("kernels of 4 taps have no Winograd transform"));
+
+        // Weights not packed (torch's layout), a wrong dtype, stride 2.
+        let c = config(1, 2, 2, 8, 3, (1, 1), 1);
+        let mut xt = Owned::new(vec![0.0f32; 16], &[1, 2, 8]);
+        let mut wt = Owned::new(vec![0.0f32; 12], &[2, 2, 3]);
+        let mut ot = Owned::new(vec![0.0f32; 16], &[1, 2, 8]);
+        let (xv, wv, ov) = (xt.view(), wt.view(), ot.view());
+        let run = |ints: [i64; 7], w: &TensorView| {
+            let mut args: Vec<AnyView> = ints.iter().map(AnyView::from).collect();
+            args.extend([AnyView::from(&xv), AnyView::from(w), AnyView::from(&ov)]);
+            conv1d_function().call_packed(&args).err().unwrap()
+        };
+        let e = run([1, 1, 1, 1, 1, 0, 3], &wv);
+        assert!(
+            e.message().contains("weights packed by kokoro_tvm_ext.pack_winograd"),
+            "{}",
+            e.message()
+        );
+        let mut u = Owned::new(vec![0.0f32; 8 * 4], &[8, 2, 2]);
+        let uv = u.view();
+        let e = run([2, 1, 1, 1, 1, 0, 3], &uv);
+        assert!(e.message().contains("only stride 1 and groups 1"), "{}", e.message());
+        let mut half = Owned::new(vec![crate::tensor::Bf16(0); 8 * 4], &[8, 2, 2]);
+        let hv = half.view();
+        assert_eq!(run([1, 1, 1, 1, 1, 0, 3], &hv).kind(), TYPE_ERROR);
+        let _ = c;
+    }
+
+    /// Direct vs Winograd on Kokoro's vocoder shapes (release build):
+    /// `cargo test -p tvm-ext --release winograd_speed -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn winograd_speed() {
+        use crate::conv::conv1d_forward;
+        let mut rng = Rng(7);
+        for (ch, len, k, d) in [
+            (256, 2880, 3, 1),
+            (256, 2880, 3, 5),
+            (256, 2880, 7, 3),
+            (256, 2880, 11, 1),
+            (256, 2880, 11, 5),
+            (128, 17280, 3, 1),
+            (128, 17280, 7, 3),
+            (128, 17280, 11, 5),
+            (512, 600, 3, 1),
+            (1024, 300, 3, 1),
+            (1024, 100, 3, 1),
+            (64, 5000, 7, 1),
+        ] {
+            let pad = d * (k - 1) / 2;
+            let c = Conv1dConfig {
+                batch: 1,
+                in_channels: ch,
+                out_channels: ch,
+                length: len,
+                kernel: k,
+                stride: 1,
+                pad_left: pad,
+                pad_right: pad,
+                dilation: d,
+                groups: 1,
+                output_padding: 0,
+            };
+            let x = rng.vec(ch * len);
+            let w = rng.vec(ch * ch * k);
+            let bias = rng.vec(ch);
+            let tr = Transform::new(k).unwrap();
+            let u = tr.pack(ch, ch, &w);
+            let mut o1 = vec![0.0; ch * len];
+            let mut o2 = vec![0.0; ch * len];
+            let time = |f: &mut dyn FnMut()| {
+                f();
+                let mut ts: Vec<f64> = (0..7)
+                    .map(|_| {
+                        let t = std::time::Instant::now();
+                        f();
+                        t.elapsed().as_secs_f64()
+                    })
+                    .collect();
+                ts.sort_by(f64::total_cmp);
+                ts[3]
+            };
+            let td = time(&mut || conv1d_forward(&c, &x, &w, Some(&bias), &mut o1).unwrap());
+            let tw = time(&mut || conv1d_winograd_forward(&c, &tr, &x, &u, Some(&bias), &mut o2).unwrap());
+            let err = o1
+                .iter()
+                .zip(&o2)
+                .map(|(a, b)| ((a - b) as f64).powi(2))
+                .sum::<f64>()
+                .sqrt()
+                / o1.iter().map(|a| (*a as f64).powi(2)).sum::<f64>().sqrt();
+            let gf = 2.0 * (ch * ch * k * len) as f64 / 1e9;
+            println!("C={ch:5} L={len:6} K={k:2} d={d}: direct {:7.2} ms ({:5.0} GF/s) winograd {:7.2} ms ({:4.2}x) rel err {err:.1e}",
+                td * 1e3, gf / td, tw * 1e3, td / tw);
+        }
+    }
+}
