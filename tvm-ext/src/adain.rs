@@ -549,21 +549,6 @@ mod tests {
         (got, want)
     }
 
-    fn all_isas() -> Vec<Isa> {
-        #[allow(unused_mut)]
-        let mut v = vec![Isa::Portable];
-        #[cfg(target_arch = "x86_64")]
-        {
-            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-                v.push(Isa::Avx2);
-            }
-        }
-        if Isa::best() != *v.last().unwrap() {
-            v.push(Isa::best());
-        }
-        v
-    }
-
     #[test]
     fn matches_the_f64_reference_on_odd_shapes() {
         let acts = [
@@ -571,7 +556,7 @@ mod tests {
             Activation::Snake,
             Activation::LeakyRelu(0.2),
         ];
-        for isa in all_isas() {
+        for isa in Isa::available() {
             for &shape in &[
                 [1usize, 1, 1],
                 [1, 3, 5],
@@ -607,7 +592,7 @@ mod tests {
     #[test]
     fn length_one_rows_are_the_shift_and_constant_rows_do_not_divide_by_zero() {
         // var = 0: n = 0 * rsqrt(eps) + b, then the affines; no NaN.
-        for isa in all_isas() {
+        for isa in Isa::available() {
             let x = [5.0f32; 7];
             let mut y = [0.0f32; 7];
             let p = RowParams {
@@ -636,7 +621,7 @@ mod tests {
     #[test]
     fn snake_beyond_the_fast_sine_range_is_still_exact() {
         // alpha * y reaches ~2e5: those lanes take the exact slow path.
-        for isa in all_isas() {
+        for isa in Isa::available() {
             let x: Vec<f32> = (0..40).map(|i| i as f32 - 20.0).collect();
             let mut y = vec![0.0f32; 40];
             let p = RowParams {

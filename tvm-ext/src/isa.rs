@@ -1,7 +1,7 @@
-//! The instruction sets that element-wise loops are compiled for. The crate
-//! builds for the x86-64 baseline (SSE2), so kernels compile their loops once
-//! per set below, behind `#[target_feature]`, and pick one at run time; LLVM
-//! then vectorizes plain loops for AVX2 or AVX-512 by itself.
+//! The instruction sets that kernels compile their loops for. The crate builds
+//! for the x86-64 baseline (SSE2), so a kernel compiles its loops once per set
+//! below, behind `#[target_feature]`, and picks one at run time; LLVM then
+//! vectorizes plain loops for AVX2 or AVX-512 by itself.
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Isa {
@@ -13,20 +13,25 @@ pub(crate) enum Isa {
 }
 
 impl Isa {
-    /// The widest set this CPU runs (AVX2 and AVX-512 with FMA).
+    /// The widest set this CPU runs.
     pub(crate) fn best() -> Isa {
+        *Self::available().last().unwrap_or(&Isa::Portable)
+    }
+
+    /// Every set this CPU runs, best last (tests run each): AVX2 and AVX-512
+    /// both with FMA.
+    pub(crate) fn available() -> Vec<Isa> {
+        #[allow(unused_mut)]
+        let mut v = vec![Isa::Portable];
         #[cfg(target_arch = "x86_64")]
         {
-            if is_x86_feature_detected!("avx512f")
-                && is_x86_feature_detected!("avx2")
-                && is_x86_feature_detected!("fma")
-            {
-                return Isa::Avx512;
-            }
             if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-                return Isa::Avx2;
+                v.push(Isa::Avx2);
+                if is_x86_feature_detected!("avx512f") {
+                    v.push(Isa::Avx512);
+                }
             }
         }
-        Isa::Portable
+        v
     }
 }

@@ -46,6 +46,7 @@ use std::ops::{Deref, DerefMut};
 use rayon::prelude::*;
 use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, TensorView, TYPE_ERROR, VALUE_ERROR};
 
+use crate::isa::Isa;
 use crate::tensor::{check_dtype, expect_shape, input, output, shape_of};
 
 /// The shape of one call.
@@ -999,41 +1000,6 @@ impl DerefMut for AlignedBuf {
     fn deref_mut(&mut self) -> &mut [f32] {
         // SAFETY: as above, uniquely borrowed.
         unsafe { std::slice::from_raw_parts_mut(self.lines.as_mut_ptr() as *mut f32, self.len) }
-    }
-}
-
-/// The instruction set the kernels use, chosen once per call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Isa {
-    Portable,
-    #[cfg(target_arch = "x86_64")]
-    Avx2,
-    #[cfg(target_arch = "x86_64")]
-    Avx512,
-}
-
-impl Isa {
-    fn best() -> Isa {
-        *Self::available().last().unwrap_or(&Isa::Portable)
-    }
-
-    /// Every instruction set this CPU runs, best last.
-    fn available() -> Vec<Isa> {
-        #[allow(unused_mut)]
-        let mut v = vec![Isa::Portable];
-        #[cfg(target_arch = "x86_64")]
-        {
-            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-                v.push(Isa::Avx2);
-            }
-            if is_x86_feature_detected!("avx2")
-                && is_x86_feature_detected!("fma")
-                && is_x86_feature_detected!("avx512f")
-            {
-                v.push(Isa::Avx512);
-            }
-        }
-        v
     }
 }
 

@@ -697,7 +697,6 @@ mod tests {
         assert!(message(call(&c, &x, &w, None)).contains("kernels of 4 taps have no Winograd transform"));
 
         // Weights not packed (torch's layout), a wrong dtype, stride 2.
-        let c = config(1, 2, 2, 8, 3, (1, 1), 1);
         let mut xt = Owned::new(vec![0.0f32; 16], &[1, 2, 8]);
         let mut wt = Owned::new(vec![0.0f32; 12], &[2, 2, 3]);
         let mut ot = Owned::new(vec![0.0f32; 16], &[1, 2, 8]);
@@ -720,7 +719,6 @@ mod tests {
         let mut half = Owned::new(vec![crate::tensor::Bf16(0); 8 * 4], &[8, 2, 2]);
         let hv = half.view();
         assert_eq!(run([1, 1, 1, 1, 1, 0, 3], &hv).kind(), TYPE_ERROR);
-        let _ = c;
     }
 
     /// Direct vs Winograd on Kokoro's vocoder shapes (release build):
@@ -745,19 +743,7 @@ mod tests {
             (64, 5000, 7, 1),
         ] {
             let pad = d * (k - 1) / 2;
-            let c = Conv1dConfig {
-                batch: 1,
-                in_channels: ch,
-                out_channels: ch,
-                length: len,
-                kernel: k,
-                stride: 1,
-                pad_left: pad,
-                pad_right: pad,
-                dilation: d,
-                groups: 1,
-                output_padding: 0,
-            };
+            let c = config(1, ch, ch, len, k, (pad, pad), d);
             let x = rng.vec(ch * len);
             let w = rng.vec(ch * ch * k);
             let bias = rng.vec(ch);
