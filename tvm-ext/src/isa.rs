@@ -13,9 +13,10 @@ pub(crate) enum Isa {
 }
 
 impl Isa {
-    /// The widest set this CPU runs.
+    /// The widest set this CPU runs, detected once: kernels ask on every call.
     pub(crate) fn best() -> Isa {
-        *Self::available().last().unwrap_or(&Isa::Portable)
+        static BEST: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
+        *BEST.get_or_init(|| *Self::available().last().unwrap_or(&Isa::Portable))
     }
 
     /// Every set this CPU runs, best last (tests run each): AVX2 and AVX-512

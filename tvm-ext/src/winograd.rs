@@ -99,6 +99,14 @@ impl Transform {
         })
     }
 
+    /// [`Transform::new`], or an error naming `what` for an unsupported size.
+    fn for_taps(r: usize, what: &str) -> Result<Self> {
+        match Self::new(r) {
+            Some(tr) => Ok(tr),
+            None => bail!(VALUE_ERROR, "{what}: kernels of {r} taps have no Winograd transform (3, 5, 7 or 11)"),
+        }
+    }
+
     /// `u[a][o][c] = sum_k G[a][k] * w[o][c][k]` for `w` `[cout, cin, r]`.
     pub fn pack(&self, cout: usize, cin: usize, w: &[f32]) -> Vec<f32> {
         let (a_n, r) = (self.alpha, self.r);
@@ -180,12 +188,7 @@ fn pack_packed(args: &[AnyView]) -> Result<Tensor> {
         VALUE_ERROR,
         "{WHO}: w: expected no empty dimension, got shape {ws:?}"
     );
-    let Some(tr) = Transform::new(k) else {
-        bail!(
-            VALUE_ERROR,
-            "{WHO}: w: kernels of {k} taps have no Winograd transform (3, 5, 7 or 11)"
-        );
-    };
+    let tr = Transform::for_taps(k, "pack_winograd: w")?;
     let u = tr.pack(cout, cin, &input::<f32>(&w, "pack_winograd: w")?);
     let shape = [tr.alpha as i64, cout as i64, cin as i64];
     let f32_type = DLDataType::new(DLDataTypeCode::kDLFloat, 32, 1);
@@ -201,13 +204,7 @@ fn conv1d_packed(args: &[AnyView]) -> Result<()> {
     let call = parse_call(WHO, args, false, WeightKind::Winograd)?;
     let cfg = &call.cfg;
     check_geometry(cfg)?;
-    let Some(tr) = Transform::new(cfg.kernel) else {
-        bail!(
-            VALUE_ERROR,
-            "{WHO}: kernel_size: {} taps have no Winograd transform (3, 5, 7 or 11)",
-            cfg.kernel
-        );
-    };
+    let tr = Transform::for_taps(cfg.kernel, "conv1d_winograd: kernel_size")?;
     let u_shape = [tr.alpha, cfg.out_channels, cfg.in_channels].map(|d| d as i64);
     if let Err(e) = expect_shape(&call.t.w, &format!("{WHO}: w"), &u_shape) {
         bail!(

@@ -64,6 +64,19 @@ def upstream_of_cumsum(func: relax.Function) -> dict:
     return {hash(bound[v]): bound[v] for v in seen}
 
 
+def bound_constant(mutator: PyExprMutator, expr):
+    """The constant ``expr`` is bound to, through any variables, else None."""
+    while isinstance(expr, relax.Var):
+        expr = mutator.lookup_binding(expr)
+    return expr if isinstance(expr, tvm.ir.Constant) else None
+
+
+def is_among(calls: dict, call) -> bool:
+    """Whether ``call`` is one of ``calls`` (as made by upstream_of_cumsum)."""
+    found = calls.get(hash(call))
+    return found is not None and found.same_as(call)
+
+
 @mutator
 class _ToBF16(PyExprMutator):
     def __init__(self, mod, keep_f32: dict):
@@ -71,14 +84,8 @@ class _ToBF16(PyExprMutator):
         self.pack = tvm.get_global_func("kokoro_tvm_ext.pack_bf16")
         self.keep_f32 = keep_f32
 
-    def _constant(self, expr):
-        while isinstance(expr, relax.Var):
-            expr = self.lookup_binding(expr)
-        return expr if isinstance(expr, tvm.ir.Constant) else None
-
     def visit_call_(self, call):
-        kept = self.keep_f32.get(hash(call))
-        keep = kept is not None and kept.same_as(call)
+        keep = is_among(self.keep_f32, call)
         call = super().visit_call_(call)
         if keep:
             return call
@@ -90,7 +97,7 @@ class _ToBF16(PyExprMutator):
         kind, w_index, groups_index = _KERNELS[name]
         args = list(call.args[1].fields)
         groups = 1 if groups_index is None else _int(args[groups_index])
-        w = self._constant(args[w_index])
+        w = bound_constant(self, args[w_index])
         if w is None or groups != 1 or str(w.value.dtype) != "float32":
             return call
         packed = relax.const(self.pack(kind, groups, w.value))

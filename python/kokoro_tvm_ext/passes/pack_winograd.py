@@ -26,7 +26,7 @@ import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from .pack_bf16 import upstream_of_cumsum
+from .pack_bf16 import bound_constant, is_among, upstream_of_cumsum
 
 CALL_DPS_PACKED = tvm.ir.Op.get("relax.call_dps_packed")
 KERNEL_SIZES = (3, 5, 7, 11)
@@ -53,14 +53,8 @@ class _ToWinograd(PyExprMutator):
         self.pack = tvm.get_global_func("kokoro_tvm_ext.pack_winograd")
         self.keep = keep
 
-    def _constant(self, expr):
-        while isinstance(expr, relax.Var):
-            expr = self.lookup_binding(expr)
-        return expr if isinstance(expr, tvm.ir.Constant) else None
-
     def visit_call_(self, call):
-        kept = self.keep.get(hash(call))
-        if kept is not None and kept.same_as(call):
+        if is_among(self.keep, call):
             return super().visit_call_(call)
         call = super().visit_call_(call)
         if call.op != CALL_DPS_PACKED or not isinstance(call.args[0], relax.ExternFunc):
@@ -71,7 +65,7 @@ class _ToWinograd(PyExprMutator):
         prims, x, w, rest = args[:_N_PRIMS], args[_N_PRIMS], args[_N_PRIMS + 1], args[_N_PRIMS + 2:]
         if int(prims[_STRIDE].value) != 1 or int(prims[_GROUPS].value) != 1:
             return call
-        w = self._constant(w)
+        w = bound_constant(self, w)
         if w is None or str(w.value.dtype) != "float32":
             return call
         cout, cin, k = (int(d) for d in w.value.shape)
