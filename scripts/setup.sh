@@ -19,7 +19,8 @@ export PATH="$PWD/.venv/bin:$PATH"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 echo "==> installing build requirements"
-python -m pip install -q "maturin>=1.7,<2" "apache-tvm-ffi==0.1.15.post2"
+# wheel: sdist-only dependencies (docopt) are built without isolation too.
+python -m pip install -q "maturin>=1.7,<2" "apache-tvm-ffi==0.1.15.post2" wheel
 echo "==> building the plugin and installing kokoro-tvm-ext[dev] (first run: a few minutes)"
 python -m pip install -q --no-build-isolation -e ".[dev]"
 echo "==> ready: $(.venv/bin/kokoro-tvm --version)"
