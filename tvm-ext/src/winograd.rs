@@ -20,7 +20,8 @@
 //!
 //! How it runs: the outputs of one batch item are cut into tiles of `m`
 //! outputs, `dilation` apart (so with dilation `d` each of the `d` phases
-//! `t % d` is an undilated convolution of its own). Per job, a block of tiles:
+//! `t % d` is an undilated convolution of its own). A job owns a contiguous
+//! range of outputs and takes its phases in turn; per phase, a block of tiles:
 //! 1. gather the block's inputs, per channel, as `m` polyphase rows (row `r`
 //!    holds input `r` of every tile), so that every step below reads and
 //!    writes contiguous rows;
@@ -28,6 +29,10 @@
 //! 3. `A` GEMMs `M[a] = U[a] @ V[a]`, `[Cout, Cin] x [Cin, tiles]`;
 //! 4. output transform `y[o][n][i] = bias[o] + sum_a AT[i][a] * M[a][o][n]`,
 //!    scattered to the tiles' outputs.
+//!
+//! Steps 2 and 4 run 16 tiles per vector. Splitting inputs into polyphase
+//! rows (without dilation) and merging the outputs of a vector of tiles back
+//! into sequence order are AVX-512 lane permutes ([`lanes`]).
 //!
 //! The transforms come from Toom-Cook interpolation at the points 0, ±1, ±2,
 //! ±1/2 (and ±3, ±1/3 for `A = 12`) and infinity, computed here in f64.
@@ -103,7 +108,10 @@ impl Transform {
     fn for_taps(r: usize, what: &str) -> Result<Self> {
         match Self::new(r) {
             Some(tr) => Ok(tr),
-            None => bail!(VALUE_ERROR, "{what}: kernels of {r} taps have no Winograd transform (3, 5, 7 or 11)"),
+            None => bail!(
+                VALUE_ERROR,
+                "{what}: kernels of {r} taps have no Winograd transform (3, 5, 7 or 11)"
+            ),
         }
     }
 
@@ -264,17 +272,19 @@ pub fn conv1d_winograd_forward(
         VALUE_ERROR,
         "{WHO}: buffer lengths do not match {cfg:?}"
     );
-    run(cfg, tr, lout, x, u, bias, out, TILE_BYTES).map_err(|e| internal(WHO, e))
+    run(Isa::best(), cfg, tr, lout, x, u, bias, out, TILE_BYTES).map_err(|e| internal(WHO, e))
 }
 
-/// About half of a 2 MiB L2 for a job's transformed tiles (`V` and `M`).
+/// About half of a 2 MiB L2 for one phase block's transformed tiles (`V` and `M`).
 const TILE_BYTES: usize = 1 << 20;
 
-/// One job: tiles `q0..q0 + nq` of phase `p` of batch item `b`.
+/// One job: tiles `q0..q0 + nq` of every phase of batch item `b`, that is the
+/// outputs `d*M*q0 .. d*M*(q0 + nq)`. A contiguous range, so that jobs running
+/// at the same time never share a cache line of `out` (with one job per phase,
+/// the phases of one range were written from both cores at once).
 #[derive(Clone, Copy, Debug)]
 struct Job {
     b: usize,
-    p: usize,
     q0: usize,
     nq: usize,
 }
@@ -284,32 +294,26 @@ fn phase_len(lout: usize, d: usize, p: usize) -> usize {
     (lout - p).div_ceil(d)
 }
 
-/// Blocks of about `tile_bytes` of per-job buffers, in whole vectors of
+/// Blocks of about `tile_bytes` of per-phase buffers, in whole vectors of
 /// [`LANES`] tiles, and at least two jobs per thread when the tiles allow
 /// blocks of 64 or more.
 fn plan(cfg: &Conv1dConfig, tr: &Transform, lout: usize, tile_bytes: usize) -> Vec<Job> {
-    let d = cfg.dilation;
-    let phases = d.min(lout);
-    let tiles = |p: usize| phase_len(lout, d, p).div_ceil(tr.m);
-    let total: usize = cfg.batch * (0..phases).map(tiles).sum::<usize>();
+    // Phase 0 has the most tiles.
+    let tiles = phase_len(lout, cfg.dilation, 0).div_ceil(tr.m);
     let per_tile = tr.alpha * (cfg.in_channels + cfg.out_channels) + tr.m * cfg.in_channels;
     let widest = (tile_bytes / (4 * per_tile)).max(64);
     let nb = widest
-        .min(total.div_ceil(2 * threads()).max(64))
+        .min((cfg.batch * tiles).div_ceil(2 * threads()).max(64))
         .next_multiple_of(LANES);
+    let width = tiles.div_ceil(tiles.div_ceil(nb)).next_multiple_of(LANES);
     let mut jobs = Vec::new();
     for b in 0..cfg.batch {
-        for p in 0..phases {
-            let n = tiles(p);
-            let width = n.div_ceil(n.div_ceil(nb)).next_multiple_of(LANES);
-            for q0 in (0..n).step_by(width) {
-                jobs.push(Job {
-                    b,
-                    p,
-                    q0,
-                    nq: width.min(n - q0),
-                });
-            }
+        for q0 in (0..tiles).step_by(width) {
+            jobs.push(Job {
+                b,
+                q0,
+                nq: width.min(tiles - q0),
+            });
         }
     }
     jobs
@@ -332,8 +336,10 @@ struct Call<'a> {
     out: SharedMut,
 }
 
+/// The jobs of one call, with the loops compiled for `isa` (tests run every available one).
 #[allow(clippy::too_many_arguments)]
 fn run(
+    isa: Isa,
     cfg: &Conv1dConfig,
     tr: &Transform,
     lout: usize,
@@ -353,7 +359,6 @@ fn run(
         bias,
         out: SharedMut::new(out),
     };
-    let isa = Isa::best();
     if jobs.len() >= threads() && threads() > 1 {
         jobs.par_iter()
             .with_max_len(1)
@@ -373,7 +378,7 @@ fn run_job(isa: Isa, call: &Call, job: Job, s: &mut Scratch, par: bool) -> std::
         Isa::Avx512 => unsafe { x86::avx512(call, job, s, par) },
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => unsafe { x86::avx2(call, job, s, par) },
-        Isa::Portable => sized::<false>(call, job, s, par),
+        Isa::Portable => sized::<false, false>(call, job, s, par),
     }
 }
 
@@ -383,22 +388,28 @@ mod x86 {
 
     #[target_feature(enable = "avx512f,avx2,fma")]
     pub(super) unsafe fn avx512(call: &Call, job: Job, s: &mut Scratch, par: bool) -> Result<(), JobError> {
-        sized::<true>(call, job, s, par)
+        sized::<true, true>(call, job, s, par)
     }
 
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn avx2(call: &Call, job: Job, s: &mut Scratch, par: bool) -> Result<(), JobError> {
-        sized::<true>(call, job, s, par)
+        sized::<true, false>(call, job, s, par)
     }
 }
 
+/// `FMA`: fused multiply-adds; `PERM`: AVX-512 lane permutes (see [`lanes`]).
 #[inline(always)]
-fn sized<const FMA: bool>(call: &Call, job: Job, s: &mut Scratch, par: bool) -> std::result::Result<(), JobError> {
+fn sized<const FMA: bool, const PERM: bool>(
+    call: &Call,
+    job: Job,
+    s: &mut Scratch,
+    par: bool,
+) -> std::result::Result<(), JobError> {
     match (call.tr.m, call.tr.alpha) {
-        (6, 8) => tile_job::<6, 8, FMA>(call, job, s, par),
-        (4, 8) => tile_job::<4, 8, FMA>(call, job, s, par),
-        (2, 8) => tile_job::<2, 8, FMA>(call, job, s, par),
-        (2, 12) => tile_job::<2, 12, FMA>(call, job, s, par),
+        (6, 8) => tile_job::<6, 8, FMA, PERM>(call, job, s, par),
+        (4, 8) => tile_job::<4, 8, FMA, PERM>(call, job, s, par),
+        (2, 8) => tile_job::<2, 8, FMA, PERM>(call, job, s, par),
+        (2, 12) => tile_job::<2, 12, FMA, PERM>(call, job, s, par),
         (m, a) => Err(JobError(format!("no kernel for F({m}, {})", a + 1 - m))),
     }
 }
@@ -433,11 +444,149 @@ fn mat_vec<const R: usize, const C: usize, const FMA: bool>(
     }
 }
 
-/// One job of F(M, A - M + 1); compiled once per instruction set and size.
+/// Between `LANES * M` consecutive values (`flat[k * M + i]`) and `M` rows of
+/// `LANES` (`rows[i][k]`): how the tiles' inputs are split by position in the
+/// tile and their outputs merged back. Scalar loops, or `M * M` masked lane
+/// permutes with AVX-512 (`PERM`): a scalar loop here cost as much as the
+/// GEMMs at 128 channels.
+mod lanes {
+    use super::LANES;
+
+    /// `rows[i][k] = flat[k * M + i]` for `flat` of `LANES * M` values.
+    #[inline(always)]
+    pub(super) fn split<const M: usize, const PERM: bool>(flat: &[f32]) -> [[f32; LANES]; M] {
+        let flat = &flat[..LANES * M];
+        #[cfg(target_arch = "x86_64")]
+        if PERM {
+            // SAFETY: `PERM` is only set in code compiled for AVX-512; `flat` has `LANES * M` values.
+            return unsafe { x86::split::<M>(flat) };
+        }
+        std::array::from_fn(|i| std::array::from_fn(|k| flat[k * M + i]))
+    }
+
+    /// `flat[k * M + i] = rows[i][k] + add` for `flat` of `LANES * M` values.
+    #[inline(always)]
+    pub(super) fn merge<const M: usize, const PERM: bool>(rows: &[[f32; LANES]; M], add: f32, flat: &mut [f32]) {
+        let flat = &mut flat[..LANES * M];
+        #[cfg(target_arch = "x86_64")]
+        if PERM {
+            // SAFETY: as in `split`.
+            return unsafe { x86::merge::<M>(rows, add, flat) };
+        }
+        for (e, v) in flat.iter_mut().enumerate() {
+            *v = rows[e % M][e / M] + add;
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    mod x86 {
+        use super::LANES;
+        use std::arch::x86_64::*;
+
+        // Element `e` of the flat sequence sits in vector `e / LANES`, lane
+        // `e % LANES`, and in row `e % M`, lane `e / M`. Each output vector
+        // takes its lanes from up to `M` input vectors, one masked permute
+        // each, with indices and masks that are constants per `M`.
+
+        /// Row `i`, lane `k` is lane `(k*M + i) % LANES` of vector `(k*M + i) / LANES`.
+        const fn split_tables<const M: usize>() -> ([[i32; LANES]; M], [[u16; M]; M]) {
+            let (mut index, mut mask) = ([[0; LANES]; M], [[0; M]; M]);
+            let mut i = 0;
+            while i < M {
+                let mut k = 0;
+                while k < LANES {
+                    let e = k * M + i;
+                    index[i][k] = (e % LANES) as i32;
+                    mask[i][e / LANES] |= 1 << k;
+                    k += 1;
+                }
+                i += 1;
+            }
+            (index, mask)
+        }
+
+        /// Vector `j`, lane `t` is lane `(LANES*j + t) / M` of row `(LANES*j + t) % M`.
+        const fn merge_tables<const M: usize>() -> ([[i32; LANES]; M], [[u16; M]; M]) {
+            let (mut index, mut mask) = ([[0; LANES]; M], [[0; M]; M]);
+            let mut j = 0;
+            while j < M {
+                let mut t = 0;
+                while t < LANES {
+                    let e = LANES * j + t;
+                    index[j][t] = (e / M) as i32;
+                    mask[j][e % M] |= 1 << t;
+                    t += 1;
+                }
+                j += 1;
+            }
+            (index, mask)
+        }
+
+        #[target_feature(enable = "avx512f")]
+        pub(super) unsafe fn split<const M: usize>(flat: &[f32]) -> [[f32; LANES]; M] {
+            let (index, mask) = const { split_tables::<M>() };
+            let v: [__m512; M] = std::array::from_fn(|j| _mm512_loadu_ps(flat.as_ptr().add(LANES * j)));
+            let mut rows = [[0.0f32; LANES]; M];
+            for (i, row) in rows.iter_mut().enumerate() {
+                let idx = _mm512_loadu_si512(index[i].as_ptr().cast());
+                let mut r = _mm512_setzero_ps();
+                for (vj, &m) in v.iter().zip(&mask[i]) {
+                    if m != 0 {
+                        r = _mm512_mask_permutexvar_ps(r, m, idx, *vj);
+                    }
+                }
+                _mm512_storeu_ps(row.as_mut_ptr(), r);
+            }
+            rows
+        }
+
+        #[target_feature(enable = "avx512f")]
+        pub(super) unsafe fn merge<const M: usize>(rows: &[[f32; LANES]; M], add: f32, flat: &mut [f32]) {
+            let (index, mask) = const { merge_tables::<M>() };
+            let add = _mm512_set1_ps(add);
+            let r: [__m512; M] = std::array::from_fn(|i| _mm512_add_ps(_mm512_loadu_ps(rows[i].as_ptr()), add));
+            for j in 0..M {
+                let idx = _mm512_loadu_si512(index[j].as_ptr().cast());
+                let mut v = _mm512_setzero_ps();
+                for (ri, &m) in r.iter().zip(&mask[j]) {
+                    if m != 0 {
+                        v = _mm512_mask_permutexvar_ps(v, m, idx, *ri);
+                    }
+                }
+                _mm512_storeu_ps(flat.as_mut_ptr().add(LANES * j), v);
+            }
+        }
+    }
+}
+
+/// One job of F(M, A - M + 1): its tiles of each phase in turn; compiled once
+/// per instruction set and size.
 #[inline(always)]
-fn tile_job<const M: usize, const A: usize, const FMA: bool>(
+fn tile_job<const M: usize, const A: usize, const FMA: bool, const PERM: bool>(
     call: &Call,
     job: Job,
+    scratch: &mut Scratch,
+    parallel: bool,
+) -> std::result::Result<(), JobError> {
+    let d = call.cfg.dilation;
+    for p in 0..d.min(call.lout) {
+        let tiles = phase_len(call.lout, d, p).div_ceil(M);
+        let nq = job.nq.min(tiles.saturating_sub(job.q0));
+        if nq > 0 {
+            phase_block::<M, A, FMA, PERM>(call, job.b, p, job.q0, nq, scratch, parallel)?;
+        }
+    }
+    Ok(())
+}
+
+/// Tiles `q0..q0 + nq` of phase `p` of batch item `b`.
+#[inline(always)]
+fn phase_block<const M: usize, const A: usize, const FMA: bool, const PERM: bool>(
+    call: &Call,
+    b: usize,
+    p: usize,
+    q0: usize,
+    nq: usize,
     scratch: &mut Scratch,
     parallel: bool,
 ) -> std::result::Result<(), JobError> {
@@ -452,7 +601,6 @@ fn tile_job<const M: usize, const A: usize, const FMA: bool>(
     } = *call;
     let (d, l) = (cfg.dilation, cfg.length);
     let (cin, cout) = (cfg.in_channels, cfg.out_channels);
-    let Job { b, p, q0, nq } = job;
     let bt: [[f32; A]; A] = std::array::from_fn(|a| std::array::from_fn(|j| tr.bt[a * A + j]));
     let at: [[f32; A]; M] = std::array::from_fn(|i| std::array::from_fn(|a| tr.at[i * A + a]));
     // Whole vectors of tiles (the GEMMs skip the padding); tile n reads
@@ -464,19 +612,49 @@ fn tile_job<const M: usize, const A: usize, const FMA: bool>(
     let (xb, rest) = scratch.split_at_mut(lens[0]);
     let (v, mm) = rest.split_at_mut(lens[1]);
 
-    // Gather: xb[c][r][s] = x[b][c][p + d*((q0 + s)*M + r) - pad_left], zero outside.
+    // Gather: xb[c][r][s] = x[b][c][p + d*((q0 + s)*M + r) - pad_left], zero
+    // outside; undilated, whole vectors of tiles inside `x` are split by lane permutes.
     let step = d * M;
-    for (cr, dst) in xb.chunks_exact_mut(row).enumerate() {
-        let (c, r) = (cr / M, cr % M);
+    for (c, rows) in xb.chunks_exact_mut(M * row).enumerate() {
         let xrow = &x[(b * cin + c) * l..][..l];
-        let off = (p + d * (q0 * M + r)) as i128 - cfg.pad_left as i128;
-        let valid = valid_range(row, step, off, l);
-        dst[..valid.start].fill(0.0);
-        dst[valid.end..].fill(0.0);
-        if !valid.is_empty() {
-            let first = (valid.start as i128 * step as i128 + off) as usize;
-            for (o, s) in dst[valid].iter_mut().zip(xrow[first..].iter().step_by(step)) {
-                *o = *s;
+        let off = (p + d * q0 * M) as i128 - cfg.pad_left as i128;
+        let fast = if d == 1 {
+            let first = valid_range(row, M, off, l).start;
+            let inside = |s: usize| off + ((s + LANES) * M) as i128 <= l as i128;
+            first
+                ..(first..)
+                    .step_by(LANES)
+                    .take_while(|&s| s + LANES <= row && inside(s))
+                    .last()
+                    .map_or(first, |s| s + LANES)
+        } else {
+            0..0
+        };
+        for s in fast.clone().step_by(LANES) {
+            let split = lanes::split::<M, PERM>(&xrow[(off + (s * M) as i128) as usize..]);
+            for (r, vals) in split.iter().enumerate() {
+                rows[r * row + s..][..LANES].copy_from_slice(vals);
+            }
+        }
+        for (r, dst) in rows.chunks_exact_mut(row).enumerate() {
+            let off = off + (d * r) as i128;
+            let valid = valid_range(row, step, off, l);
+            let gather = |range: std::ops::Range<usize>, dst: &mut [f32]| {
+                if range.is_empty() {
+                    return;
+                }
+                let first = (range.start as i128 * step as i128 + off) as usize;
+                for (o, s) in dst[range].iter_mut().zip(xrow[first..].iter().step_by(step)) {
+                    *o = *s;
+                }
+            };
+            dst[..valid.start].fill(0.0);
+            dst[valid.end..].fill(0.0);
+            if fast.is_empty() {
+                gather(valid, dst);
+            } else {
+                gather(valid.start..fast.start, dst);
+                gather(fast.end..valid.end, dst);
             }
         }
     }
@@ -524,13 +702,11 @@ fn tile_job<const M: usize, const A: usize, const FMA: bool>(
                 let src = &mm[(a * cout + o) * np + n0..][..LANES];
                 std::array::from_fn(|k| src[k])
             });
+            let mut ys = [[0.0f32; LANES]; M];
+            mat_vec::<M, A, FMA>(&at, &ms, |i, y| ys[i] = *y);
             // Output (n0 + k) * M + i of the block goes to vals[k * M + i].
             let mut vals = [0.0f32; LANES * MAX_M];
-            mat_vec::<M, A, FMA>(&at, &ms, |i, ys| {
-                for (k, y) in ys.iter().enumerate() {
-                    vals[k * M + i] = b0 + y;
-                }
-            });
+            lanes::merge::<M, PERM>(&ys, b0, &mut vals);
             let first = n0 * M;
             let count = valid.saturating_sub(first).min(LANES * M);
             if d == 1 {
@@ -673,17 +849,58 @@ mod tests {
     }
 
     #[test]
-    fn small_blocks_split_phases_into_many_jobs() {
+    fn every_instruction_set_and_block_size_matches_the_definition() {
         let mut rng = Rng(11);
-        let c = config(2, 8, 8, 500, 7, (9, 9), 3);
-        let (x, w, bias) = (rng.vec(2 * 8 * 500), rng.vec(8 * 8 * 7), rng.vec(8));
-        let tr = Transform::new(7).unwrap();
-        let u = tr.pack(8, 8, &w);
-        let mut out = vec![f32::NAN; 2 * 8 * 500];
-        // 4 KiB blocks: the plan's floor of 64 tiles, several jobs per phase.
-        assert!(plan(&c, &tr, 500, 4096).len() > 2 * 3);
-        run(&c, &tr, 500, &x, &u, Some(&bias), &mut out, 4096).unwrap();
-        assert_close_to("small blocks", &out, &reference_conv(&c, &x, &w, Some(&bias)), 2e-5);
+        // (length, kernel, pads, dilation); the undilated ones split whole
+        // vectors of tiles by lane permutes, the lopsided pads shift them.
+        for (length, k, pads, d) in [
+            (500, 7, (9, 9), 3),
+            (1000, 3, (1, 1), 1),
+            (777, 5, (2, 2), 1),
+            (600, 11, (3, 7), 1),
+        ] {
+            let c = config(2, 8, 8, length, k, pads, d);
+            let lout = c.conv_out_len().unwrap();
+            let (x, w, bias) = (rng.vec(2 * 8 * length), rng.vec(8 * 8 * k), rng.vec(8));
+            let tr = Transform::new(k).unwrap();
+            let u = tr.pack(8, 8, &w);
+            let want = reference_conv(&c, &x, &w, Some(&bias));
+            // 4 KiB: the plan's floor of 64 tiles, several jobs per batch item.
+            assert!(plan(&c, &tr, lout, 4096).len() >= 2 * 2);
+            for isa in Isa::available() {
+                for tile_bytes in [4096, TILE_BYTES] {
+                    let mut out = vec![f32::NAN; 2 * 8 * lout];
+                    run(isa, &c, &tr, lout, &x, &u, Some(&bias), &mut out, tile_bytes).unwrap();
+                    let tol = if k == 11 { 2e-4 } else { 2e-5 };
+                    assert_close_to(&format!("{isa:?} {tile_bytes} {c:?}"), &out, &want, tol);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn lane_splits_and_merges_are_transposes() {
+        fn check<const M: usize>() {
+            let flat: Vec<f32> = (0..LANES * M).map(|e| e as f32).collect();
+            let want: [[f32; LANES]; M] = std::array::from_fn(|i| std::array::from_fn(|k| (k * M + i) as f32));
+            let mut merged = vec![0.0; LANES * M];
+            assert_eq!(lanes::split::<M, false>(&flat), want, "M={M}");
+            lanes::merge::<M, false>(&want, 0.5, &mut merged);
+            assert_eq!(merged, flat.iter().map(|v| v + 0.5).collect::<Vec<_>>(), "M={M}");
+            #[cfg(target_arch = "x86_64")]
+            if Isa::available().contains(&Isa::Avx512) {
+                assert_eq!(lanes::split::<M, true>(&flat), want, "M={M}, AVX-512");
+                lanes::merge::<M, true>(&want, 0.5, &mut merged);
+                assert_eq!(
+                    merged,
+                    flat.iter().map(|v| v + 0.5).collect::<Vec<_>>(),
+                    "M={M}, AVX-512"
+                );
+            }
+        }
+        check::<2>();
+        check::<4>();
+        check::<6>();
     }
 
     #[test]

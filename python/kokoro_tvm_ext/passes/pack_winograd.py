@@ -6,11 +6,12 @@ and the kernel are in tvm-ext/src/winograd.rs).
 Which calls (stride 1, one group, constant weights, 3, 5, 7 or 11 taps), by
 the kernel's measured speed against the im2col GEMM on 2 threads
 (``cargo test -p tvm-ext --release winograd_speed -- --ignored --nocapture``):
-with 256 to 512 channels in and at least 256 out it is 1.2-1.8x faster; with
-128 channels about as fast (the per-tile transforms cost as much as the GEMM
-saves), so those stay on the GEMM. Wider inputs (Kokoro's 1024-channel
-decoder) stay too: their transformed weights take 8/3 the memory, and at the
-~100 frames of a short sentence the kernel was slower (0.4-0.7x).
+with 128 to 512 channels in and at least 128 out it is 1.2-1.8x faster (the
+vocoder's residual blocks, undilated ones gaining most; Kokoro has no
+narrower convolution that could go). Wider inputs
+(Kokoro's 1024-channel decoder) stay on the GEMM: their transformed weights
+take 8/3 the memory, and at the ~100 frames of a short sentence the kernel
+is slower (0.8x; its GEMMs are too narrow).
 
 Calls upstream of a cumulative sum stay on the GEMM too: the transforms round
 a little more (relative error ~1e-6 against 3e-7), and in Kokoro that sum
@@ -30,7 +31,7 @@ from .pack_bf16 import bound_constant, is_among, upstream_of_cumsum
 
 CALL_DPS_PACKED = tvm.ir.Op.get("relax.call_dps_packed")
 KERNEL_SIZES = (3, 5, 7, 11)
-MIN_CHANNELS = 256
+MIN_CHANNELS = 128
 MAX_IN_CHANNELS = 512
 
 # kokoro_tvm_ext.conv1d's prims: stride, pad_left, pad_right, dilation, groups, has_bias.
