@@ -26,3 +26,18 @@ def test_precision_is_part_of_the_key():
     assert artifact_cache.artifact_key("weights-sha", precision="fp32") == fp32
     bf16 = artifact_cache.artifact_key("weights-sha", precision="bf16")
     assert bf16 != fp32 and bf16.endswith("-bf16")
+
+
+def test_an_artifact_of_an_older_format_is_refused_by_name(tmp_path):
+    # Format 1 packed Winograd weights for F(2,7) and other points; today's kernels would
+    # reject them mid-synthesis, so loading stops first.
+    import json
+
+    import pytest
+
+    from kokoro_tvm_ext.runtime.artifact import FORMAT_VERSION, LIBRARY, META, read_meta
+
+    (tmp_path / LIBRARY).write_bytes(b"")
+    (tmp_path / META).write_text(json.dumps({"format_version": 1}))
+    with pytest.raises(ValueError, match=f"artifact format 1, this kokoro-tvm-ext reads {FORMAT_VERSION}; compile again"):
+        read_meta(tmp_path)
