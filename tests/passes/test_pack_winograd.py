@@ -61,6 +61,17 @@ def test_only_wide_stride_one_convolutions_go_winograd(imported):
     ]
 
 
+def test_bf16_mode_leaves_the_winograd_calls_in_f32(imported):
+    with TARGET:
+        text = tvm.transform.Sequential(plugin_passes(precision="bf16"))(imported).script(show_meta=False)
+    names = sorted(name for name in text.split('"') if name.startswith("kokoro_tvm_ext.conv"))
+    # thin goes bf16; grouped and f0 (upstream of the cumsum) stay on the f32 GEMM.
+    assert names == [
+        "kokoro_tvm_ext.conv1d", "kokoro_tvm_ext.conv1d", "kokoro_tvm_ext.conv1d_bf16",
+        "kokoro_tvm_ext.conv1d_winograd", "kokoro_tvm_ext.conv1d_winograd", "kokoro_tvm_ext.conv1d_winograd",
+    ]
+
+
 def test_the_rule_follows_the_measured_shapes():
     assert worth_it(256, 256, 3) and worth_it(512, 512, 11) and worth_it(256, 300, 7)
     assert worth_it(128, 128, 7) and worth_it(128, 300, 3)

@@ -722,13 +722,18 @@ fn phase_block<const M: usize, const A: usize, const FMA: bool, const PERM: bool
             });
             let mut ys = [[0.0f32; LANES]; M];
             mat_vec::<M, A, FMA>(&at, &ms, |i, y| ys[i] = *y);
-            // Output (n0 + k) * M + i of the block goes to vals[k * M + i].
-            let mut vals = [0.0f32; LANES * MAX_M];
-            lanes::merge::<M, PERM>(&ys, b0, &mut vals);
+            // Output (n0 + k) * M + i of the block is element k * M + i of the merged run.
             let first = n0 * M;
             let count = valid.saturating_sub(first).min(LANES * M);
-            if d == 1 {
+            if d == 1 && count == LANES * M {
                 // SAFETY: below `valid`, so checked above; disjoint from other jobs' tiles.
+                lanes::merge::<M, PERM>(&ys, b0, unsafe { out.slice(row0 + first, count)? });
+                continue;
+            }
+            let mut vals = [0.0f32; LANES * MAX_M];
+            lanes::merge::<M, PERM>(&ys, b0, &mut vals);
+            if d == 1 {
+                // SAFETY: as above.
                 unsafe { out.slice(row0 + first, count)? }.copy_from_slice(&vals[..count]);
             } else {
                 for (e, val) in vals[..count].iter().enumerate() {

@@ -4,7 +4,8 @@ bf16 once, here, at compile time (``kokoro_tvm_ext.pack_bf16``; the layout is
 the Rust side's business, see tvm-ext/src/bf16.rs).
 
 Runs after FoldConstant, so weights computed from constants (weight norm)
-are constants by then. Calls it does not cover stay f32:
+are constants by then, and after PackWeightsWinograd, whose calls stay f32
+(faster here, see pack_winograd.py). Calls it does not cover stay f32:
 
 - grouped convolutions (depthwise ones run a direct loop, not a GEMM) and
   weights that are not constants;

@@ -16,10 +16,10 @@
    faster.
 2. FoldConstant + DeadCodeElimination: weights are constants; fold the
    permutes and reshapes around them, drop the broadcasts the dispatch made dead.
-   With precision="bf16", PackWeightsBF16 (pack_bf16.py) runs in between: those
-   calls go to the bf16 kernels, their weights packed to bf16 at compile time.
    Then PackWeightsWinograd (pack_winograd.py): the f32 conv1d calls of the
    shapes it speeds up go to the Winograd kernel, weights transformed now.
+   With precision="bf16", PackWeightsBF16 (pack_bf16.py) follows: the other
+   convolutions and matmuls go to the bf16 kernels, weights packed to bf16.
 3. TVM's CPU legalization and fusion (relax.backend.cpu_generic).
 4. ParallelOuterLoops: every remaining PrimFunc runs on all cores (cpu_schedule.py).
 5. TVM's CPU lowering and finalisation.
@@ -49,10 +49,12 @@ def plugin_passes(use_kernels: bool = True, precision: str = "fp32") -> list:
         passes.append(DispatchAdaIN)  # the R.tile'd norm weights it passes are folded next
     # After the dispatches, which match the ops as the importer wrote them.
     passes += [ExpandSmallPowers, relax.transform.FastMathTransform(), relax.transform.FoldConstant()]
-    if use_kernels and check_precision(precision) == "bf16":
-        passes.append(PackWeightsBF16)  # after folding: the weights are constants now
+    # After folding: the weights are constants now. Winograd first, in both
+    # precisions: it beats the bf16 kernels on the calls it takes (see pack_winograd.py).
     if use_kernels:
-        passes.append(PackWeightsWinograd)  # the convolutions bf16 left in f32
+        passes.append(PackWeightsWinograd)
+    if use_kernels and check_precision(precision) == "bf16":
+        passes.append(PackWeightsBF16)
     return passes + [relax.transform.DeadCodeElimination()]
 
 
