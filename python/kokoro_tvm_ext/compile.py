@@ -47,7 +47,8 @@ def compile_kokoro(model, out_dir, *, target: dict | None = None, lstm_impl: str
     """Compile ``model`` (a ``kokoro.KModel``) into ``out_dir``; returns the directory.
 
     ``lstm_impl="tir"`` builds an artifact that runs without the plugin library.
-    ``precision="bf16"``: the decoder's convolutions and matmuls take bf16
+    ``precision="bf16"``: the decoder's convolutions and matmuls, except the
+    ones Winograd takes (the residual blocks, faster in f32 that way), take bf16
     inputs and weights (packed now) and accumulate in f32, where the CPU has
     AVX512-BF16 (checked at run time; elsewhere they run in f32). The text
     stage stays f32, so the durations, and the audio's length, do not change;

@@ -22,9 +22,10 @@ def add_arguments(parser) -> None:
 def add_precision_argument(parser) -> None:
     parser.add_argument(
         "--precision", choices=["fp32", "bf16"], default="fp32",
-        help="bf16: the decoder's convolutions and matmuls on bf16 inputs and weights with f32 "
-        "accumulation where the CPU has AVX512-BF16 (else f32); about 31-33 dB SNR against fp32, "
-        "half the weight memory, but no faster on CPUs without AMX (see README) (default: %(default)s)",
+        help="bf16: the decoder's convolutions and matmuls, except the residual blocks' (f32 Winograd), on "
+        "bf16 inputs and weights with f32 accumulation where the CPU has AVX512-BF16 (else f32); about "
+        "32 dB SNR against PyTorch fp32, less memory, but no faster than fp32 on CPUs without AMX "
+        "(see README) (default: %(default)s)",
     )
 
 
