@@ -6,15 +6,15 @@ and the kernel are in tvm-ext/src/winograd.rs).
 Which calls (stride 1, one group, constant weights, 3, 5, 7 or 11 taps), by
 the kernel's measured speed against the im2col GEMM on 2 threads
 (``cargo test -p tvm-ext --release winograd_speed -- --ignored --nocapture``):
-with 128 to 512 channels in and at least 128 out it is 1.2-1.8x faster (the
-vocoder's residual blocks, undilated ones gaining most; Kokoro has no
-narrower convolution that could go). Wider inputs
-(Kokoro's 1024-channel decoder) stay on the GEMM: their transformed weights
-take 8/3 the memory, and at the ~100 frames of a short sentence the kernel
-is slower (0.8x; its GEMMs are too narrow).
+with 128 to 512 channels in and at least 128 out it is 1.2-2.2x faster (the
+vocoder's residual blocks, undilated ones and F(4,7) gaining most; Kokoro has
+no narrower convolution that could go). Wider inputs (Kokoro's 1024-channel
+decoder) stay on the GEMM: their transformed weights take 8/3 the memory, and
+at the ~100 frames of a short sentence the kernel is slower (0.8x; its GEMMs
+are too narrow).
 
 Calls upstream of a cumulative sum stay on the GEMM too: the transforms round
-a little more (relative error ~1e-6 against 3e-7), and in Kokoro that sum
+more (relative error 1e-6 to 1.3e-5 against 3e-7), and in Kokoro that sum
 integrates the F0 curve into the phase of its sines, where an error grows
 with the length of the audio (see pack_bf16.py).
 
