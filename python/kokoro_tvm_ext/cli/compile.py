@@ -24,8 +24,9 @@ def add_precision_argument(parser) -> None:
         "--precision", choices=["fp32", "bf16"], default="fp32",
         help="bf16: the decoder's convolutions and matmuls, except the residual blocks' (f32 Winograd), on "
         "bf16 inputs and weights with f32 accumulation where the CPU has AVX512-BF16 (else f32); about "
-        "32 dB SNR against PyTorch fp32, less memory, but no faster than fp32 on CPUs without AMX "
-        "(see README) (default: %(default)s)",
+        "32 dB SNR against PyTorch fp32 and less memory; 7-22%% faster than fp32 where VDPBF16PS runs at "
+        "the f32 FMA rate (AMD Zen 4), no faster where it runs at half (Intel without AMX; see README) "
+        "(default: %(default)s)",
     )
 
 
