@@ -60,6 +60,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # -- measuring, inside one worker process ------------------------------------------------
 
 def peak_rss_mb() -> float:
+    """This process's peak resident memory, in MiB.
+
+    Linux's ``ru_maxrss`` survives exec and starts at the parent's peak when the
+    child was spawned by vfork (as ``subprocess`` does), so every worker read at
+    least the driver's peak; ``VmHWM`` belongs to the process's own memory map.
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
