@@ -10,7 +10,8 @@ def test_editing_a_compiler_source_changes_the_key(tmp_path, monkeypatch):
         (package / name).mkdir(parents=True)
     source = package / "passes" / "pipeline.py"
     source.write_text("PASSES = ['a']\n")
-    for name in ("compile.py", "torch_lstm.py"):
+    (package / "runtime").mkdir()
+    for name in ("compile.py", "torch_lstm.py", "runtime/weights.py"):
         (package / name).write_text("")
     monkeypatch.setattr(artifact_cache, "__file__", str(package / "artifact_cache.py"))
     before = artifact_cache.artifact_key("weights-sha")
@@ -38,6 +39,7 @@ def test_an_artifact_of_an_older_format_is_refused_by_name(tmp_path):
     from kokoro_tvm_ext.runtime.artifact import FORMAT_VERSION, LIBRARY, META, read_meta
 
     (tmp_path / LIBRARY).write_bytes(b"")
+    (tmp_path / "weights.bin").write_bytes(b"")
     (tmp_path / META).write_text(json.dumps({"format_version": 1}))
     with pytest.raises(ValueError, match=f"artifact format 1, this kokoro-tvm-ext reads {FORMAT_VERSION}; compile again"):
         read_meta(tmp_path)
@@ -62,10 +64,11 @@ def test_the_cache_replaces_a_damaged_entry(small_artifact, tmp_path, monkeypatc
 
     def compile_by_copy(model, out_dir, **kwargs):  # the real compile is tested in tests/kokoro
         compiled.append(out_dir)
-        for name in ("kokoro.so", "meta.json"):
+        for name in ("kokoro.so", "weights.bin", "meta.json"):
             shutil.copy(small_artifact / name, out_dir / name)
 
     monkeypatch.setattr(weights_module, "load_model", lambda weights: None)
+    monkeypatch.setattr(weights_module, "materialize", lambda weights: weights)
     monkeypatch.setattr(kokoro_tvm_ext.compile, "compile_kokoro", compile_by_copy)
 
     first = artifact_cache.ensure_artifact(FakeWeights())

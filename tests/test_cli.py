@@ -123,8 +123,9 @@ def test_a_damaged_artifact_is_one_clear_line(spoken, cache_env, tmp_path):
     damaged = tmp_path / "damaged"
     damaged.mkdir()
     (damaged / "meta.json").write_bytes(cached.read_bytes())
-    with open(cached.parent / "kokoro.so", "rb") as f:  # an interrupted copy: the first 3 MB
-        (damaged / "kokoro.so").write_bytes(f.read(3 << 20))
+    library = (cached.parent / "kokoro.so").read_bytes()
+    (damaged / "kokoro.so").write_bytes(library[: len(library) // 2])  # an interrupted copy
+    (damaged / "weights.bin").symlink_to(cached.parent / "weights.bin")
     out = tmp_path / "out.wav"
     result = say(cache_env, "Hi.", "-o", str(out), "--artifact", str(damaged))
     err = result.stderr.decode()

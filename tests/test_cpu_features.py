@@ -83,12 +83,13 @@ def test_a_compiled_artifact_records_the_features_of_this_cpu(small_artifact):
 
 
 def artifact_claiming(artifact: Path, out: Path, extra_feature: str) -> Path:
-    """``artifact`` with ``extra_feature`` added to its meta.json (the library is linked, not copied)."""
+    """``artifact`` with ``extra_feature`` added to its meta.json (the other files are linked, not copied)."""
     meta = json.loads((artifact / "meta.json").read_text())
     meta["cpu_features"] = sorted(meta["cpu_features"] + [extra_feature])
     out.mkdir()
     (out / "meta.json").write_text(json.dumps(meta))
-    (out / "kokoro.so").symlink_to(artifact / "kokoro.so")
+    for name in ("kokoro.so", "weights.bin"):
+        (out / name).symlink_to(artifact / name)
     return out
 
 

@@ -4,8 +4,9 @@ The wheel must carry an abi3 manylinux tag (manylinux_2_28 or older) that PyPI's
 auditwheel agrees with, except for libtvm_ffi.so, which the apache-tvm-ffi wheel
 provides (a copy of our own would be a second FFI registry). It must install into
 a bare virtualenv (no cargo, no compiler, no LD_LIBRARY_PATH: PATH is the venv's
-bin/ only) with nothing but its runtime dependencies, and `kokoro-tvm say` there
-must speak from a compiled artifact as PyTorch does. The sdist must build from
+bin/ only) with nothing but its runtime dependencies, and with its ``speak`` extra
+(still no torch) `kokoro-tvm say` there must speak text from a compiled artifact
+as PyTorch does. The sdist must build from
 source with cargo present.
 
 Costs: the zig release build (about 1.5 min warm, 2.5 min cold on 2 cores), the
@@ -27,7 +28,7 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PHONEMES = "hˈɛlO wˈɜɹld"
+TEXT = "Hello world."
 SPEED = 9.0  # few frames per token: a short run on the same code path
 # The runtime's own check that the plugin is in TVM's registry: snake against numpy.
 KERNEL_CHECK = """
@@ -114,24 +115,29 @@ def test_wheel_runs_in_a_bare_venv_with_its_runtime_dependencies_only(bare_venv)
     assert f"KERNEL-OK {bare_venv}" in result.stdout  # the installed copy, not the source tree
 
 
-def test_kokoro_tvm_say_in_the_bare_venv_speaks_as_pytorch_does(bare_venv, small_artifact, kokoro_model, tmp_path):
+def test_the_speak_extra_says_text_in_the_bare_venv_as_pytorch_does_without_torch(
+        bare_venv, wheel, small_artifact, kokoro_model, tmp_path):
     sf = pytest.importorskip("soundfile")
-    from kokoro_tvm_ext.assets import load_config, style_for, tokenize
+    from kokoro_tvm_ext.assets import load_config, phonemize, style_for, tokenize
     from kokoro_tvm_ext.kokoro.reference import reference, reference_float64
 
     env = _bare_env(bare_venv)
-    # Writing WAV files is the one extra `say` needs beyond the runtime.
-    _run([bare_venv / "bin" / "python", "-m", "pip", "install", "-q", "soundfile"], env=env)
+    # The runtime-only install for a shipped artifact: WAV output and G2P, no torch.
+    _run([bare_venv / "bin" / "python", "-m", "pip", "install", "-q", f"{wheel}[speak]"], env=env)
+    installed = _run([bare_venv / "bin" / "python", "-m", "pip", "list", "--format=json"], env=env)
+    names = {p["name"].lower() for p in json.loads(installed.stdout)}
+    assert {"soundfile", "misaki", "spacy"} <= names and not names & {"torch", "kokoro"}, names
     voice = tmp_path / "voice.npy"
     pack = (np.random.default_rng(7).standard_normal((510, 1, 256)) * 0.3).astype(np.float32)
     np.save(voice, pack)
     out = tmp_path / "hello.wav"
-    _run([bare_venv / "bin" / "kokoro-tvm", "say", "--artifact", small_artifact, "--phonemes", PHONEMES,
+    _run([bare_venv / "bin" / "kokoro-tvm", "say", TEXT, "--lang", "en-us", "--artifact", small_artifact,
           "--voice", voice, "--speed", SPEED, "--seed", 0, "-o", out], env=env, cwd=tmp_path)
     audio, rate = sf.read(out, dtype="float32")
     assert rate == 24000
 
-    tokens = np.array(tokenize(PHONEMES, load_config()["vocab"]), np.int64)
+    # The reference: this environment's G2P (with torch installed) and PyTorch.
+    tokens = np.array(tokenize(phonemize(TEXT, "a"), load_config()["vocab"]), np.int64)
     style = style_for(pack, len(tokens))
     ref_audio, durations = reference(kokoro_model, tokens, style, speed=SPEED, noise_seed=0)
     assert len(audio) == len(ref_audio)

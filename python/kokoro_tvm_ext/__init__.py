@@ -2,7 +2,9 @@
 
 Importing this package checks the pinned TVM versions, loads TVM's FFI runtime
 (`tvm_ffi`), then loads our Rust library, which registers its kernels under the
-``kokoro_tvm_ext.`` prefix in TVM's one global function registry.
+``kokoro_tvm_ext.`` prefix in TVM's one global function registry. It loads
+neither torch nor TVM's compiler: the converters (``CONVERTERS``,
+``from_exported_program``) and ``compile_kokoro`` import them on first use.
 """
 import os as _os
 
@@ -23,9 +25,14 @@ _os.environ.setdefault(
     str(len(_os.sched_getaffinity(0)) if hasattr(_os, "sched_getaffinity") else _os.cpu_count() or 1),
 )
 
+from .torch_free import torch_hidden as _torch_hidden
+
 try:
     # Must come first: it loads libtvm_ffi.so, the registry our library links to.
-    import tvm_ffi as _tvm_ffi  # noqa: F401
+    # tvm_ffi imports torch whenever it is installed (~1.3 s, ~500 MB); synthesis
+    # never passes it torch objects, so it is imported as if torch were absent.
+    with _torch_hidden():
+        import tvm_ffi as _tvm_ffi  # noqa: F401
 except ImportError as err:  # pragma: no cover - exercised in a subprocess test
     raise ImportError(
         "kokoro_tvm_ext needs the TVM FFI runtime, but `import tvm_ffi` failed "
@@ -33,13 +40,17 @@ except ImportError as err:  # pragma: no cover - exercised in a subprocess test
     ) from err
 
 from . import _native
-from .frontend import CONVERTERS, from_exported_program
 
 __version__: str = _native.__version__
 
 
 def __getattr__(name: str):
     # Torch-dependent names load on first use, so the runtime needs no torch.
+    # Compiler-side names (they import TVM's compiler) load on first use too.
+    if name in ("CONVERTERS", "from_exported_program"):
+        from . import frontend
+
+        return getattr(frontend, name)
     if name == "use_plugin_lstm":
         from .torch_lstm import use_plugin_lstm
 

@@ -12,7 +12,7 @@ from pathlib import Path
 # What decides the compiled code besides the weights: the compiler-side sources
 # and the native library. Hashing them means an upgraded (or edited) plugin never
 # reuses an artifact built by another version of itself.
-_COMPILER_SOURCES = ("frontend", "legalize", "passes", "kokoro", "compile.py", "torch_lstm.py")
+_COMPILER_SOURCES = ("frontend", "legalize", "passes", "kokoro", "compile.py", "torch_lstm.py", "runtime/weights.py")
 
 
 def compiler_fingerprint() -> str:
@@ -30,15 +30,15 @@ def compiler_fingerprint() -> str:
 
 
 def artifact_key(weights_fingerprint: str, lstm_impl: str = "plugin", precision: str = "fp32") -> str:
-    import tvm
-    from tvm.target import codegen
-
+    """The cache entry's name. Computed without TVM's compiler (a cached artifact is found in
+    milliseconds): TVM's version from the package metadata, the CPU from /proc/cpuinfo."""
     from . import __version__
+    from ._versions import installed_versions
+    from .runtime.cpu_features import host_cpu_id
 
-    cpu = codegen.llvm_get_system_cpu()
-    key = (f"{weights_fingerprint[:24]}-tvm{tvm.__version__}-ext{__version__}-{compiler_fingerprint()}"
-           f"-{cpu}-{lstm_impl}")
-    # fp32 keys are unchanged, so existing fp32 artifacts stay valid.
+    tvm_version = installed_versions()["apache-tvm"]
+    key = (f"{weights_fingerprint[:24]}-tvm{tvm_version}-ext{__version__}-{compiler_fingerprint()}"
+           f"-{host_cpu_id()}-{lstm_impl}")
     return key if precision == "fp32" else f"{key}-{precision}"
 
 
@@ -63,22 +63,25 @@ def cached_problem(out_dir: Path) -> str | None:
 
 def ensure_artifact(resolved_weights, *, lstm_impl: str = "plugin", precision: str = "fp32",
                     quiet: bool = False) -> Path:
-    """The artifact for these weights, compiling (once, atomically) if it is missing or damaged."""
-    from .assets.weights import load_model
+    """The artifact for these weights, compiling (once, atomically) if it is missing or damaged.
+    ``resolved_weights`` may come from ``assets.weights.locate``: they are only built and
+    loaded when there is something to compile."""
+    from .assets.weights import load_model, materialize
 
     out = cached_artifact_dir(artifact_key(resolved_weights.fingerprint(), lstm_impl, precision))
-    return ensure_compiled(out, lambda: load_model(resolved_weights), lstm_impl=lstm_impl, precision=precision,
+    return ensure_compiled(out, lambda: load_model(materialize(resolved_weights)), lstm_impl=lstm_impl,
+                           precision=precision,
                            weights_fingerprint=resolved_weights.fingerprint(), quiet=quiet)
 
 
 def ensure_compiled(out: Path, make_model, *, lstm_impl: str = "plugin", precision: str = "fp32",
                     weights_fingerprint: str | None = None, quiet: bool = False) -> Path:
     """``out`` if it holds a sound artifact, else ``make_model()`` compiled into it (atomically)."""
-    from .compile import compile_kokoro
-
     problem = cached_problem(out) if out.exists() else "missing"
     if problem is None:
         return out
+    from .compile import compile_kokoro
+
     if problem != "missing":
         print(f"kokoro-tvm: the cached artifact cannot be used, compiling it again: {problem}", file=sys.stderr)
     elif not quiet:

@@ -4,7 +4,7 @@ Steps, each reported with its time: export the text stage (symbolic batch and
 T) and the audio stage (symbolic frame count F), import both through our
 converters, merge them into one IRModule (entries ``text_stage`` and
 ``audio_stage``), compile with the plugin's CPU pipeline, and write
-``kokoro.so`` + ``meta.json`` atomically.
+``kokoro.so`` + ``weights.bin`` + ``meta.json`` atomically.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .native_log import quiet_harmless_warnings
 from .runtime.artifact import LIBRARY, META, write_meta
+from .runtime.weights import WEIGHTS, write_weights
 
 MAX_TOKENS = 510  # KModel's context of 512 minus the two boundary ids
 
@@ -55,6 +56,13 @@ def compile_kokoro(model, out_dir, *, target: dict | None = None, lstm_impl: str
     so does the F0 predictor, whose errors the sine source integrates
     (passes/pack_bf16.py).
     """
+    from .runtime.tvm_runtime import compiler_available
+
+    if not compiler_available():
+        raise RuntimeError(
+            "TVM was imported without its compiler in this process (KokoroTVM loads only TVM's runtime "
+            "when it comes first); compile in a new process, or `import tvm` before creating a KokoroTVM"
+        )
     import torch
     import tvm
     from kokoro import KModel
@@ -91,17 +99,20 @@ def compile_kokoro(model, out_dir, *, target: dict | None = None, lstm_impl: str
         mod["text_stage"] = mod["text_stage"].with_attr(PRECISION_ATTR, "fp32")
     step(f"compiling for {target} (the longest step)")
     tvm_target = tvm.target.Target(target)
+    weights: dict = {}  # the lifted weights of each function, stored beside the library
     with quiet_harmless_warnings(step.stream):
-        exe = tvm.compile(mod, target=tvm_target, relax_pipeline=cpu_pipeline(tvm_target, precision=precision))
-    step(f"writing {out_dir / LIBRARY}")
+        exe = tvm.compile(mod, target=tvm_target,
+                          relax_pipeline=cpu_pipeline(tvm_target, precision=precision, weights=weights))
+    step(f"writing {out_dir / LIBRARY} and {WEIGHTS}")
     out_dir.mkdir(parents=True, exist_ok=True)
     # meta.json goes first and comes back last, so an interrupted write leaves an
     # artifact that reads as missing, never an old meta.json beside a new library.
     (out_dir / META).unlink(missing_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
-        tmp_lib = Path(tmp) / LIBRARY
-        exe.export_library(str(tmp_lib))
-        os.replace(tmp_lib, out_dir / LIBRARY)
+        exe.export_library(str(Path(tmp) / LIBRARY))
+        weights_index = write_weights(Path(tmp) / WEIGHTS, weights)
+        for name in (LIBRARY, WEIGHTS):
+            os.replace(Path(tmp) / name, out_dir / name)
     sine = model.decoder.generator.m_source.l_sin_gen
     write_meta(out_dir, {
         "kokoro_tvm_ext": __version__,
@@ -117,6 +128,7 @@ def compile_kokoro(model, out_dir, *, target: dict | None = None, lstm_impl: str
         "samples_per_frame": 2 * int(sine.upsample_scale),
         "harmonics": int(sine.dim),
         "weights_fingerprint": weights_fingerprint,
+        "weights_index": weights_index,
         "compile_seconds": round(time.perf_counter() - started, 1),
     })
     step(f"done: {out_dir}")

@@ -1,8 +1,8 @@
 """A damaged artifact is refused by name before TVM maps it, never a crash.
 
 A library cut short (an interrupted copy) used to kill the process with a bus
-error inside dlopen; now meta.json records the library's size and sha256 and
-loading checks them first.
+error inside dlopen, and mapped weights cut short would do the same on first
+touch; meta.json records both files' sizes and sha256 and loading checks them first.
 """
 from __future__ import annotations
 
@@ -15,10 +15,12 @@ import textwrap
 
 import pytest
 
+from kokoro_tvm_ext import file_hash
 from kokoro_tvm_ext.runtime import artifact
 from kokoro_tvm_ext.runtime.artifact import (
     LIBRARY,
     META,
+    WEIGHTS,
     VERIFIED_STAMP,
     CorruptArtifactError,
     MissingArtifactError,
@@ -41,53 +43,60 @@ def load_in_subprocess(out_dir) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
 
 
-def copy_artifact(src, dst, library_bytes: int | None = None):
+def copy_artifact(src, dst, cut: str | None = None, keep_bytes: int = 0):
+    """A copy of the artifact in ``src``; the file ``cut`` (if any) keeps its first ``keep_bytes``."""
     dst.mkdir()
     shutil.copy(src / META, dst / META)
-    with open(src / LIBRARY, "rb") as fin, open(dst / LIBRARY, "wb") as fout:
-        if library_bytes is None:
-            shutil.copyfileobj(fin, fout)
-        else:
-            fout.write(fin.read(library_bytes))
+    for name in (LIBRARY, WEIGHTS):
+        with open(src / name, "rb") as fin, open(dst / name, "wb") as fout:
+            if name == cut:
+                fout.write(fin.read(keep_bytes))
+            else:
+                shutil.copyfileobj(fin, fout)
     return dst
 
 
-def test_meta_records_the_librarys_size_and_hash(small_artifact):
+def test_meta_records_each_files_size_and_hash(small_artifact):
     import hashlib
 
     meta = json.loads((small_artifact / META).read_text())
-    data = (small_artifact / LIBRARY).read_bytes()
-    assert meta["library_bytes"] == len(data)
-    assert meta["library_sha256"] == hashlib.sha256(data).hexdigest()
+    for name, prefix in ((LIBRARY, "library"), (WEIGHTS, "weights")):
+        data = (small_artifact / name).read_bytes()
+        assert meta[f"{prefix}_bytes"] == len(data)
+        assert meta[f"{prefix}_sha256"] == hashlib.sha256(data).hexdigest()
 
 
-def test_a_truncated_library_is_refused_without_a_crash(small_artifact, tmp_path):
-    # The first 3 MB, as an interrupted copy leaves it: dlopen of this died with SIGBUS.
-    damaged = copy_artifact(small_artifact, tmp_path / "cut", library_bytes=3 << 20)
+@pytest.mark.parametrize("cut", [LIBRARY, WEIGHTS])
+def test_a_truncated_file_is_refused_without_a_crash(small_artifact, tmp_path, cut):
+    # The first half, as an interrupted copy leaves it: dlopen of such a library died with SIGBUS.
+    keep = (small_artifact / cut).stat().st_size // 2
+    damaged = copy_artifact(small_artifact, tmp_path / "cut", cut=cut, keep_bytes=keep)
     result = load_in_subprocess(damaged)
     assert result.returncode == 3, (result.returncode, result.stdout, result.stderr[-2000:])
     assert result.stdout.startswith("CorruptArtifactError: ")
-    assert str(damaged / LIBRARY) in result.stdout
-    assert f"is {3 << 20} bytes but meta.json records" in result.stdout
+    assert str(damaged / cut) in result.stdout
+    assert f"is {keep} bytes but meta.json records" in result.stdout
     assert "compile again" in result.stdout
 
 
-def test_an_altered_library_of_the_same_size_is_refused(small_artifact, tmp_path):
+@pytest.mark.parametrize("altered_file", [LIBRARY, WEIGHTS])
+def test_an_altered_file_of_the_same_size_is_refused(small_artifact, tmp_path, altered_file):
     altered = copy_artifact(small_artifact, tmp_path / "altered")
-    with open(altered / LIBRARY, "r+b") as f:
-        f.seek(os.path.getsize(altered / LIBRARY) // 2)
+    with open(altered / altered_file, "r+b") as f:
+        f.seek(os.path.getsize(altered / altered_file) // 2)
         byte = f.read(1)
         f.seek(-1, os.SEEK_CUR)
         f.write(bytes([byte[0] ^ 0xFF]))
     result = load_in_subprocess(altered)
     assert result.returncode == 3, (result.returncode, result.stdout, result.stderr[-2000:])
     assert result.stdout.startswith("CorruptArtifactError: ")
-    assert "does not match the sha256 in meta.json" in result.stdout and str(altered / LIBRARY) in result.stdout
+    assert "does not match the sha256 in meta.json" in result.stdout and str(altered / altered_file) in result.stdout
 
 
-@pytest.mark.parametrize("missing", [LIBRARY, META])
+@pytest.mark.parametrize("missing", [LIBRARY, WEIGHTS, META])
 def test_a_missing_file_is_named(tmp_path, missing):
     (tmp_path / LIBRARY).write_bytes(b"\x7fELF")
+    (tmp_path / WEIGHTS).write_bytes(b"\0" * 64)
     artifact.write_meta(tmp_path, {"tvm": "x"})
     (tmp_path / missing).unlink()
     with pytest.raises(MissingArtifactError, match=f"missing {missing}"):
@@ -97,7 +106,8 @@ def test_a_missing_file_is_named(tmp_path, missing):
 
 def test_corrupt_meta_is_named(tmp_path):
     (tmp_path / LIBRARY).write_bytes(b"\x7fELF")
-    (tmp_path / META).write_text('{"format_version": 3, "library_')
+    (tmp_path / WEIGHTS).write_bytes(b"")
+    (tmp_path / META).write_text('{"format_version": 4, "library_')
     with pytest.raises(CorruptArtifactError, match=f"{META} is corrupt .*compile again"):
         load_checked_meta(tmp_path)
 
@@ -105,14 +115,15 @@ def test_corrupt_meta_is_named(tmp_path):
 def test_a_verified_hash_is_remembered_until_the_file_changes(tmp_path, monkeypatch):
     library = tmp_path / LIBRARY
     library.write_bytes(b"library bytes " * 1000)
+    (tmp_path / WEIGHTS).write_bytes(b"weights " * 1000)
     artifact.write_meta(tmp_path, {})
     hashed = []
-    real_hash = artifact.file_sha256
-    monkeypatch.setattr(artifact, "file_sha256", lambda p: hashed.append(p) or real_hash(p))
+    real_hash = file_hash.file_sha256
+    monkeypatch.setattr(file_hash, "file_sha256", lambda p: hashed.append(p) or real_hash(p))
 
     load_checked_meta(tmp_path)
     load_checked_meta(tmp_path)
-    assert len(hashed) == 1 and (tmp_path / VERIFIED_STAMP).is_file()
+    assert len(hashed) == 2 and (tmp_path / f"{VERIFIED_STAMP}.{LIBRARY}").is_file()  # each file once
 
     # Same size, new content, written in place: the stamp no longer matches, so it is hashed again.
     stat = library.stat()
@@ -120,4 +131,4 @@ def test_a_verified_hash_is_remembered_until_the_file_changes(tmp_path, monkeypa
     os.utime(library, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
     with pytest.raises(CorruptArtifactError, match="does not match the sha256"):
         load_checked_meta(tmp_path)
-    assert len(hashed) == 2
+    assert len(hashed) == 3

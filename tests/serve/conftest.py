@@ -42,8 +42,8 @@ def runtime(artifact):
 
 
 @pytest.fixture(scope="session")
-def server(artifact, tmp_path_factory):
-    """Base URL of a live server; its log is printed if it fails to start."""
+def server_process(artifact, tmp_path_factory):
+    """A live server: (its process, its base URL); its log is printed if it fails to start."""
     import kokoro_tvm_ext
 
     port = _free_port()
@@ -62,13 +62,19 @@ def server(artifact, tmp_path_factory):
     except RuntimeError as err:
         proc.kill()
         pytest.fail(f"server {err}:\n{log_path.read_text()[-3000:]}")
-    yield url
+    yield proc, url
     proc.terminate()
     try:
         proc.wait(timeout=20)
     except subprocess.TimeoutExpired:
         proc.kill()
     log.close()
+
+
+@pytest.fixture(scope="session")
+def server(server_process) -> str:
+    """Base URL of the live server."""
+    return server_process[1]
 
 
 @pytest.fixture(scope="session")

@@ -32,15 +32,14 @@ class KokoroSnapshot:
 
 
 def hf_cache_dir() -> Path:
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    """huggingface_hub's cache directory, by its documented rules (importing it takes ~0.25 s)."""
+    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):  # the second is its older name
+        if os.environ.get(var):
+            return Path(os.environ[var]).expanduser()
     if os.environ.get("HF_HOME"):
         return Path(os.environ["HF_HOME"]).expanduser() / "hub"
-    try:
-        from huggingface_hub import constants
-    except ImportError:  # pragma: no cover - huggingface_hub comes with kokoro
-        return Path.home() / ".cache" / "huggingface" / "hub"
-    return Path(constants.HF_HUB_CACHE)
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg).expanduser() / "huggingface" / "hub"
 
 
 def snapshots(cache_dir: Path | None = None) -> list[KokoroSnapshot]:

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from .cache import Progress, atomic_write, cache_dir
-from ..runtime.artifact import file_sha256
+from ..file_hash import file_sha256
 from .errors import CorruptAssetError, MissingAssetError
 
 SDIST_REQUIREMENT = "kokoro==0.9.4"

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import hf_cache, onnx_parts
+from ..file_hash import remembered_sha256
 from .cache import Progress, atomic_write, cache_dir
 from .config import load_config
 from .errors import AssetError, CorruptAssetError, MissingAssetError
@@ -48,13 +49,12 @@ class ResolvedWeights:
 
     def fingerprint(self) -> str:
         """A stable id of the weights, for keying compiled artifacts: for the rebuild,
-        ``int8onnx-<onnx sha256>-r<version>``; otherwise the sha256 of the file."""
+        ``int8onnx-<onnx sha256>-r<version>``; otherwise the sha256 of the file (remembered
+        in the user cache while the file is unchanged, so a run with a compiled artifact
+        does not read the weights at all)."""
         if self._fingerprint is None:
-            h = hashlib.sha256()
-            with open(self.path, "rb") as f:
-                for block in iter(lambda: f.read(1 << 22), b""):
-                    h.update(block)
-            self._fingerprint = h.hexdigest()
+            path_id = hashlib.sha256(str(self.path.resolve()).encode()).hexdigest()[:32]
+            self._fingerprint = remembered_sha256(self.path, cache_dir() / "weights" / "sha256" / f"{path_id}.json")
         return self._fingerprint
 
 
@@ -63,9 +63,9 @@ def rebuilt_weights_path() -> Path:
     return cache_dir() / "weights" / f"kokoro-v1_0-int8onnx-{onnx_parts.ONNX_SHA256[:16]}-r{REBUILD_VERSION}.pth"
 
 
-def resolve(path: str | os.PathLike | None = None, *, progress: Progress | None = None) -> ResolvedWeights:
-    """Find (and if needed build) the weights; see the module docstring for the order."""
-    progress = progress if progress is not None else Progress()
+def locate(path: str | os.PathLike | None = None) -> ResolvedWeights:
+    """Which weights ``resolve`` would give, without building or loading anything (no torch):
+    enough to find their compiled artifact. For the offline default the file may not exist yet."""
     explicit, source = (path, "argument") if path is not None else (os.environ.get(WEIGHTS_ENV) or None, "env")
     if explicit is not None:
         where = "" if source == "argument" else f" (from ${WEIGHTS_ENV})"
@@ -78,9 +78,22 @@ def resolve(path: str | os.PathLike | None = None, *, progress: Progress | None 
     snap = hf_cache.find_model()
     if snap is not None:
         return ResolvedWeights(snap.weights, load_config(snap.config), "huggingface-cache")
+    return ResolvedWeights(rebuilt_weights_path(), load_config(), "onnx-rebuild",
+                           f"int8onnx-{onnx_parts.ONNX_SHA256}-r{REBUILD_VERSION}")
 
-    config = load_config()
-    target = rebuilt_weights_path()
+
+def resolve(path: str | os.PathLike | None = None, *, progress: Progress | None = None) -> ResolvedWeights:
+    """Find (and if needed build) the weights; see the module docstring for the order."""
+    return materialize(locate(path), progress=progress)
+
+
+def materialize(found: ResolvedWeights, *, progress: Progress | None = None) -> ResolvedWeights:
+    """``found`` (from ``locate``) with its file in place: the offline default is checked,
+    and rebuilt if missing or damaged."""
+    progress = progress if progress is not None else Progress()
+    if found.source != "onnx-rebuild":
+        return found
+    config, target = found.config, found.path
     if target.is_file():
         try:
             _check_loadable(target)
@@ -89,8 +102,7 @@ def resolve(path: str | os.PathLike | None = None, *, progress: Progress | None 
             target.unlink(missing_ok=True)
     if not target.is_file():
         _rebuild_into(target, config, progress)
-    fp = f"int8onnx-{onnx_parts.ONNX_SHA256}-r{REBUILD_VERSION}"
-    return ResolvedWeights(target, config, "onnx-rebuild", fp)
+    return found
 
 
 def resolve_weights(path: str | os.PathLike | None = None) -> Path:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from . import compile as compile_cmd
@@ -49,3 +50,17 @@ def main(argv: list[str] | None = None) -> int:
         # Every output is written atomically at the end, so nothing partial is left.
         print(f"kokoro-tvm {args.command}: interrupted; nothing was written", file=sys.stderr)
         return 130
+
+
+def console_main() -> None:
+    """The installed ``kokoro-tvm`` command: ``main``, then exit without tearing the
+    interpreter down. Every output is written and closed by then; what is left is
+    freeing the G2P dictionaries, unmapping the weights and joining thread pools,
+    ~0.1 s of a 2 s ``say`` that the operating system does faster at exit."""
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader that hung up, a closed stream
+            code = code or 1
+    os._exit(code)

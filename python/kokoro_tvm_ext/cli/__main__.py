@@ -1,6 +1,4 @@
 """`python -m kokoro_tvm_ext.cli`: the `kokoro-tvm` command."""
-import sys
+from . import console_main
 
-from . import main
-
-sys.exit(main())
+console_main()

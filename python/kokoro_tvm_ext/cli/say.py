@@ -124,7 +124,8 @@ def synthesize_chunks(runtime, chunks, pack, vocab, speed: float, seed: int):
 
 
 def run(args) -> int:
-    from ..assets import AssetError, load_config, load_voice, resolve
+    from ..assets import AssetError, load_config, load_voice
+    from ..assets.weights import locate
 
     try:
         # Everything the user can get wrong is checked before the slow steps.
@@ -147,7 +148,7 @@ def run(args) -> int:
             # runtime-only install (no torch, no weights) can speak.
             weights, vocab = None, load_config()["vocab"]
         else:
-            weights = resolve(args.weights)
+            weights = locate(args.weights)  # built and loaded only if the artifact must be compiled
             vocab = weights.config["vocab"]
         chunks = _chunks(args, vocab, lang)
         if args.artifact:

@@ -73,9 +73,9 @@ def build_backend(args):
         artifact = Path(args.artifact)
     else:
         from ..artifact_cache import ensure_artifact
-        from ..assets import resolve
+        from ..assets.weights import locate
 
-        artifact = ensure_artifact(resolve(args.weights), precision=args.precision)
+        artifact = ensure_artifact(locate(args.weights), precision=args.precision)
     return TvmBackend(artifact)
 
 

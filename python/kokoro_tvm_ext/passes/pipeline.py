@@ -23,6 +23,9 @@
 3. TVM's CPU legalization and fusion (relax.backend.cpu_generic).
 4. ParallelOuterLoops: every remaining PrimFunc runs on all cores (cpu_schedule.py).
 5. TVM's CPU lowering and finalisation.
+6. With a ``weights`` dict: LiftWeights (lift_weights.py) makes the large
+   constants parameters and hands their values to the caller, who stores them
+   beside the library.
 """
 from __future__ import annotations
 
@@ -36,6 +39,7 @@ from .dispatch_adain import DispatchAdaIN
 from .dispatch_kernels import DispatchToPluginKernels
 from .expand_powers import ExpandSmallPowers
 from .fold_bias import FoldBiasIntoKernels
+from .lift_weights import lift_weights
 from .pack_bf16 import PackWeightsBF16, check_precision
 from .pack_winograd import PackWeightsWinograd
 from .remove_noop_copies import RemoveNoOpCopies
@@ -58,7 +62,9 @@ def plugin_passes(use_kernels: bool = True, precision: str = "fp32") -> list:
     return passes + [relax.transform.DeadCodeElimination()]
 
 
-def pass_list(target: tvm.target.Target, use_kernels: bool = True, precision: str = "fp32") -> list:
+def pass_list(target: tvm.target.Target, use_kernels: bool = True, precision: str = "fp32",
+              weights: dict | None = None) -> list:
+    lifted = [] if weights is None else [lift_weights(weights)]
     return (
         plugin_passes(use_kernels, precision)
         + cpu_generic.library_dispatch_passes(target)
@@ -66,21 +72,25 @@ def pass_list(target: tvm.target.Target, use_kernels: bool = True, precision: st
         + [schedule_pass()]
         + cpu_generic_pipeline.dataflow_lower_passes(target)
         + cpu_generic.finalize_passes(target)
+        + lifted
     )
 
 
-def cpu_pipeline(target: tvm.target.Target, use_kernels: bool = True, precision: str = "fp32"):
+def cpu_pipeline(target: tvm.target.Target, use_kernels: bool = True, precision: str = "fp32",
+                 weights: dict | None = None):
     """The Relax pipeline ``tvm.compile`` runs for ``target``.
 
     ``use_kernels=False`` keeps convolutions and matmuls in TVM.
     ``precision="bf16"`` runs the kernels' convolutions and matmuls on bf16
     inputs and weights with f32 accumulation (see pack_bf16.py).
+    ``weights``: a dict that receives each function's lifted weights (see
+    lift_weights.py); the functions then take them as trailing parameters.
     """
     check_precision(precision)
 
     @tvm.transform.module_pass(opt_level=0, name="KokoroCPUPipeline")
     def pipeline(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
         with target:
-            return tvm.transform.Sequential(pass_list(target, use_kernels, precision))(mod)
+            return tvm.transform.Sequential(pass_list(target, use_kernels, precision, weights))(mod)
 
     return pipeline

@@ -1,24 +1,30 @@
-"""The compiled artifact on disk: ``kokoro.so`` plus ``meta.json``, and its integrity.
+"""The compiled artifact on disk: ``kokoro.so``, ``weights.bin`` and ``meta.json``, and their integrity.
 
-``meta.json`` records the library's size and sha256. A cut-short library (an
-interrupted copy) would otherwise be mapped by ``dlopen`` and kill the process
-with a bus error on first touch, and an altered one could run anything; both
-are refused with an error that names the file and says to compile again.
+``meta.json`` records each file's size and sha256. A cut-short file (an
+interrupted copy) would otherwise be mapped (by ``dlopen``, or as weights) and
+kill the process with a bus error on first touch, and an altered library could
+run anything; both are refused with an error that names the file and says to
+compile again.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import threading
 from pathlib import Path
+
+from ..file_hash import file_sha256, remembered_sha256
+from .weights import WEIGHTS
 
 LIBRARY = "kokoro.so"
 META = "meta.json"
+# Each file and the prefix of its size and sha256 in meta.json (library_bytes, ...):
+# checked by size on every load, by sha256 once per version of the file.
+FILES = {LIBRARY: "library", WEIGHTS: "weights"}
 # Bumped whenever the kernels' packed weights change layout, since an artifact
 # carries them as constants, or meta.json gains a field loading relies on:
-# 2 = Winograd F(4,7) (was F(2,7)), new interpolation points; 3 = library size and sha256.
-FORMAT_VERSION = 3
+# 2 = Winograd F(4,7) (was F(2,7)), new interpolation points; 3 = library size and sha256;
+# 4 = weights lifted out of the library into weights.bin.
+FORMAT_VERSION = 4
 RECOMPILE_HINT = "compile again (`kokoro-tvm compile`, or delete it to let `kokoro-tvm say` rebuild it)"
 
 
@@ -31,21 +37,26 @@ class CorruptArtifactError(ValueError):
 
 
 def write_meta(out_dir: Path, meta: dict) -> None:
-    """Write ``meta.json`` for the library already in ``out_dir`` (its size and hash included)."""
+    """Write ``meta.json`` for the files already in ``out_dir`` (their sizes and hashes included)."""
     out_dir = Path(out_dir)
-    library = out_dir / LIBRARY
-    record = {"format_version": FORMAT_VERSION, **meta,
-              "library_bytes": library.stat().st_size, "library_sha256": file_sha256(library)}
+    record = {"format_version": FORMAT_VERSION, **meta}
+    for name in FILES:
+        record[_key(name, "bytes")] = (out_dir / name).stat().st_size
+        record[_key(name, "sha256")] = file_sha256(out_dir / name)
     tmp = out_dir / (META + ".tmp")
     tmp.write_text(json.dumps(record, indent=2, sort_keys=True))
     os.replace(tmp, out_dir / META)
 
 
+def _key(name: str, what: str) -> str:
+    return f"{FILES[name]}_{what}"
+
+
 def read_meta(out_dir: Path) -> dict:
-    """``meta.json`` of ``out_dir``, checked for format and for the library's size (cheap, always)."""
+    """``meta.json`` of ``out_dir``, checked for format and for the files' sizes (cheap, always)."""
     out_dir = Path(out_dir)
-    path, library = out_dir / META, out_dir / LIBRARY
-    missing = [p.name for p in (path, library) if not p.is_file()]
+    path = out_dir / META
+    missing = [p.name for p in (path, *(out_dir / f for f in FILES)) if not p.is_file()]
     if missing:
         raise MissingArtifactError(
             f"no compiled Kokoro artifact in {out_dir} (missing {' and '.join(missing)}); "
@@ -60,58 +71,37 @@ def read_meta(out_dir: Path) -> dict:
         raise CorruptArtifactError(
             f"{path} has artifact format {found}, this kokoro-tvm-ext reads {FORMAT_VERSION}; {RECOMPILE_HINT}"
         )
-    expected = meta.get("library_bytes")
-    size = library.stat().st_size
-    if size != expected:
-        raise CorruptArtifactError(
-            f"{library} is {size} bytes but {META} records {expected}: the library is damaged or was cut short "
-            f"(an interrupted copy?); {RECOMPILE_HINT}"
-        )
+    for name in FILES:
+        expected, size = meta.get(_key(name, "bytes")), (out_dir / name).stat().st_size
+        if size != expected:
+            raise CorruptArtifactError(
+                f"{out_dir / name} is {size} bytes but {META} records {expected}: the file is damaged or was "
+                f"cut short (an interrupted copy?); {RECOMPILE_HINT}"
+            )
     return meta
 
 
-# Hashing the ~380 MB library takes ~0.5 s, so a verified hash is remembered in a
-# stamp beside it, keyed by the file's inode, size and mtime: a later load of the
-# same file skips the hash, and a replaced or rewritten file has a new stamp.
+# Hashing the ~380 MB of files takes ~0.5 s, so a file's verified hash is remembered in
+# a stamp beside it (``.verified.<file>``), keyed by its inode, size and mtime: a later
+# load of the same file skips the hash, and a replaced or rewritten file is hashed again.
 VERIFIED_STAMP = ".verified"
 
 
-def verify_library(out_dir: Path, meta: dict) -> None:
-    """Check ``kokoro.so`` against the sha256 in ``meta`` (after ``read_meta``'s size check)."""
+def verify_files(out_dir: Path, meta: dict) -> None:
+    """Check ``kokoro.so`` and ``weights.bin`` against the sha256 in ``meta`` (after ``read_meta``)."""
     out_dir = Path(out_dir)
-    library, stamp_path = out_dir / LIBRARY, out_dir / VERIFIED_STAMP
-    st = library.stat()
-    stamp = {"inode": st.st_ino, "bytes": st.st_size, "mtime_ns": st.st_mtime_ns,
-             "sha256": meta.get("library_sha256")}
-    try:
-        if json.loads(stamp_path.read_text()) == stamp:
-            return
-    except (OSError, ValueError):
-        pass
-    digest = file_sha256(library)
-    if digest != meta.get("library_sha256"):
-        raise CorruptArtifactError(
-            f"{library} does not match the sha256 in {META} (got {digest[:16]}..., recorded "
-            f"{str(meta.get('library_sha256'))[:16]}...): the library was altered or damaged; {RECOMPILE_HINT}"
-        )
-    try:  # a read-only artifact is fine: it is hashed on every load instead
-        tmp = stamp_path.with_name(f"{VERIFIED_STAMP}.{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps(stamp))
-        os.replace(tmp, stamp_path)
-    except OSError:
-        pass
+    for name in FILES:
+        digest = remembered_sha256(out_dir / name, out_dir / f"{VERIFIED_STAMP}.{name}")
+        recorded = str(meta.get(_key(name, "sha256")))
+        if digest != recorded:
+            raise CorruptArtifactError(
+                f"{out_dir / name} does not match the sha256 in {META} (got {digest[:16]}..., recorded "
+                f"{recorded[:16]}...): the file was altered or damaged; {RECOMPILE_HINT}"
+            )
 
 
 def load_checked_meta(out_dir: Path) -> dict:
-    """``read_meta`` plus the library's hash: what loading an artifact needs before ``dlopen``."""
+    """``read_meta`` plus the files' hashes: what loading an artifact needs before mapping them."""
     meta = read_meta(out_dir)
-    verify_library(out_dir, meta)
+    verify_files(out_dir, meta)
     return meta
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()

@@ -18,6 +18,8 @@ hypervisor that hides AVX-512 hides it there too).
 """
 from __future__ import annotations
 
+import hashlib
+import platform
 from pathlib import Path
 
 # LLVM feature name -> the flag Linux shows in /proc/cpuinfo, where the two differ.
@@ -96,3 +98,26 @@ def check_cpu(meta: dict, where) -> None:
             "it and let `kokoro-tvm say` compile), or compile for an older CPU with "
             "compile_kokoro(..., target={'kind': 'llvm', 'mcpu': 'x86-64-v3'}) (or 'x86-64-v2')"
         )
+
+
+def host_cpu_id(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """A short id of this CPU model and its enabled features, for keying compiled artifacts
+    without loading LLVM: vendor, family and model from /proc/cpuinfo and a hash of its
+    flags (a VM that hides a feature gets another id, so it compiles its own artifact)."""
+    fields: dict[str, str] = {}
+    try:
+        for line in cpuinfo.read_text().splitlines():
+            key, sep, value = line.partition(":")
+            if not sep:
+                if fields:
+                    break  # the first processor's block is enough
+                continue
+            fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    if "flags" not in fields:
+        described = f"{platform.machine()} {platform.processor()}"
+        return f"{platform.machine() or 'cpu'}-{hashlib.sha256(described.encode()).hexdigest()[:8]}"
+    vendor = {"GenuineIntel": "intel", "AuthenticAMD": "amd"}.get(fields.get("vendor_id", ""), "x86")
+    flags = hashlib.sha256(" ".join(sorted(fields["flags"].split())).encode()).hexdigest()[:8]
+    return f"{vendor}-f{fields.get('cpu family', '0')}m{fields.get('model', '0')}-{flags}"

@@ -1,4 +1,4 @@
-"""``KokoroTVM``: synthesize speech from a compiled artifact. Needs numpy and TVM only."""
+"""``KokoroTVM``: synthesize speech from a compiled artifact. Needs numpy and TVM's runtime only."""
 from __future__ import annotations
 
 import threading
@@ -7,10 +7,12 @@ from pathlib import Path
 import numpy as np
 
 from .artifact import LIBRARY, load_checked_meta
+from .weights import WEIGHTS, load_weights
 from .noise import make_noise
 from .threads import set_num_threads
 from .cpu_features import check_cpu
 from .heap import release_free_memory
+from .tvm_runtime import import_tvm
 
 
 class KokoroTVM:
@@ -37,8 +39,8 @@ class KokoroTVM:
         """``num_threads``: threads for this process (see ``set_num_threads``); default ``TVM_NUM_THREADS``,
         else all cores. ``allocator``: ``"naive"`` (bounded memory for any mix of lengths) or TVM's
         ``"pooled"`` (keeps a buffer per distinct size: only for a fixed set of input lengths)."""
-        import tvm
-        from tvm import relax
+        tvm = import_tvm()
+        from tvm.runtime.vm import VirtualMachine
 
         if allocator not in ("naive", "pooled"):
             raise ValueError(f"allocator must be 'naive' or 'pooled', got {allocator!r}")
@@ -55,7 +57,9 @@ class KokoroTVM:
         if self.meta["lstm_impl"] == "plugin":
             import kokoro_tvm_ext  # noqa: F401  (registers the kernels the artifact calls)
         lib = tvm.runtime.load_module(str(self.out_dir / LIBRARY))
-        self._vm = relax.VirtualMachine(lib, tvm.cpu(), memory_cfg=allocator)
+        self._vm = VirtualMachine(lib, tvm.cpu(), memory_cfg=allocator)
+        # Each function's weights, passed after its inputs (mapped from weights.bin, not copied).
+        self._weights = load_weights(self.out_dir / WEIGHTS, self.meta["weights_index"], tvm)
         self._lock = threading.Lock()
         self._tvm = tvm
         self.sample_rate = int(self.meta["sample_rate"])
@@ -152,6 +156,6 @@ class KokoroTVM:
         tvm = self._tvm
         inputs = [tvm.runtime.tensor(np.ascontiguousarray(a)) for a in arrays]
         with self._lock:
-            out = self._vm[fn](*inputs)
+            out = self._vm[fn](*inputs, *self._weights.get(fn, ()))
             outs = [out] if isinstance(out, tvm.runtime.Tensor) else list(out)
             return [o.numpy() for o in outs]

@@ -13,9 +13,9 @@ def set_num_threads(n: int) -> None:
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"num_threads must be a positive integer, got {n!r}")
-    import tvm
+    import tvm_ffi
 
     import kokoro_tvm_ext  # noqa: F401  (registers kokoro_tvm_ext.set_num_threads)
 
-    tvm.get_global_func("kokoro_tvm_ext.set_num_threads")(n)
+    tvm_ffi.get_global_func("kokoro_tvm_ext.set_num_threads")(n)
     os.environ["TVM_NUM_THREADS"] = str(n)  # TVM reads it when its pool starts

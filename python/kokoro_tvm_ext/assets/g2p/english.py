@@ -97,13 +97,34 @@ def _tag_token(tok, prev_tag: str | None, prev_lower: str | None, sentence_start
     return "NNS" if lower.endswith("s") and not lower.endswith("ss") and prev_tag in ("DT", "JJ", "CD") else "NN"
 
 
+def _blank_english():
+    """``spacy.blank("en")``, without what spaCy loads for trained pipelines only.
+
+    Importing spaCy imports torch through thinc when torch is installed, and every new
+    pipeline imports all pipeline factories that installed packages register as entry
+    points (spacy-curated-transformers, which misaki[en] installs, pulls in transformers
+    and torch): ~3 s and ~500 MB for a tokenizer that needs neither.
+    """
+    from ...torch_free import torch_hidden
+
+    with torch_hidden():
+        import spacy
+        from spacy.util import registry
+
+    factories = registry._entry_point_factories  # spaCy's catalogue registry of entry-point factories
+    with _lock:
+        factories.entry_points, before = False, factories.entry_points
+        try:
+            return spacy.blank("en")
+        finally:
+            factories.entry_points = before
+
+
 class _RuleTaggedBlankEnglish:
     """Callable like a spaCy pipeline: tokenizes with ``spacy.blank('en')``, then sets ``tag_``."""
 
     def __init__(self) -> None:
-        import spacy
-
-        self.nlp = spacy.blank("en")
+        self.nlp = _blank_english()
 
     def __call__(self, text: str):
         doc = self.nlp(text)
@@ -149,11 +170,27 @@ def _espeak_fallback(british: bool = False):
         return None
 
 
+class _FallbackOnFirstUse:
+    """misaki's fallback for words its lexicon lacks, set up on the first such word:
+    espeak-ng's setup (phonemizer and its imports) takes ~0.3 s that text within the
+    lexicon never needs. Without espeak-ng, such words are skipped, as misaki does."""
+
+    def __init__(self, british: bool) -> None:
+        self.british = british
+
+    def __call__(self, token):
+        fallback = _espeak_fallback(self.british)
+        return fallback(token) if fallback is not None else (None, None)
+
+
 @lru_cache(maxsize=2)
 def english_g2p(british: bool = False):
     """misaki's English ``G2P`` (US, or British with ``british=True``) with the offline
     pipeline (built once per variant, then shared)."""
-    from misaki import en
+    from ...torch_free import torch_hidden
+
+    with torch_hidden():  # misaki.en imports spaCy (and thinc) at module level
+        from misaki import en
 
     class OfflineG2P(en.G2P):
         def __init__(self) -> None:  # noqa: D401 - deliberately not en.G2P.__init__ (it downloads)
@@ -161,7 +198,7 @@ def english_g2p(british: bool = False):
             self.british = british
             self.nlp = _RuleTaggedBlankEnglish()
             self.lexicon = en.Lexicon(british)
-            self.fallback = _espeak_fallback(british)
+            self.fallback = _FallbackOnFirstUse(british)
             self.unk = ""
 
     return OfflineG2P()
