@@ -5,6 +5,7 @@ kokoro_tvm_ext/benchmark/e2e.py so the installed command can run it.
 
 Usage: python bench/e2e.py [--threads 2] [--repeat 5] [--systems tvm torch ...] [--json rows.json]
 """
+
 import sys
 
 from kokoro_tvm_ext.benchmark.e2e import main

@@ -3,6 +3,7 @@ memory of synthesis next to ONNX Runtime int8's, one run. See kokoro_tvm_ext/ben
 
 Usage: python bench/lean.py [--threads 2] [--repeat 5] [--skip-memory]
 """
+
 import sys
 
 from kokoro_tvm_ext.benchmark.lean import main

@@ -5,6 +5,7 @@ kokoro_tvm_ext/benchmark/serve_load.py so the installed command can run it.
 
 Usage: python bench/serve.py [--threads 2] [--backends tvm torch] [--clients 1 4 16] [--requests 48]
 """
+
 import sys
 
 from kokoro_tvm_ext.benchmark.serve_load import main

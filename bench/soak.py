@@ -4,6 +4,7 @@ The benchmark itself lives in kokoro_tvm_ext/benchmark/soak.py (see its docstrin
 
 Usage: python bench/soak.py [--calls 1000] [--threads 2] [--systems tvm tvm-pooled torch] [--json rows.json]
 """
+
 import sys
 
 from kokoro_tvm_ext.benchmark.soak import main

@@ -6,6 +6,7 @@ external library and the only thing standing between the wheel and its tag.
 
 Usage: python scripts/check_wheel_tag.py WHEEL
 """
+
 from __future__ import annotations
 
 import json
@@ -18,17 +19,23 @@ PROVIDED_BY_DEPENDENCY = {"libtvm_ffi.so"}
 
 def problems(wheel: Path) -> list[str]:
     tag = wheel.name[: -len(".whl")].split("-")[-1]
-    report = json.loads(subprocess.run(
-        [sys.executable, "-m", "auditwheel", "show", "--json", str(wheel)],
-        check=True, capture_output=True, text=True,
-    ).stdout)
+    report = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "auditwheel", "show", "--json", str(wheel)],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    )
     found = []
     if not tag.startswith("manylinux_"):
         found.append(f"the wheel is tagged {tag}, not manylinux: a package index rejects it")
     if report["sym_tag"] != tag:
         found.append(f"its glibc symbol versions allow {report['sym_tag']}, the tag says {tag}")
     if set(report["external_libs"]) != PROVIDED_BY_DEPENDENCY:
-        found.append(f"external libraries {sorted(report['external_libs'])}, want only {sorted(PROVIDED_BY_DEPENDENCY)}")
+        found.append(
+            f"external libraries {sorted(report['external_libs'])}, want only {sorted(PROVIDED_BY_DEPENDENCY)}"
+        )
     blocking = set(report["policy_upgrades"].get(tag, {}).get("libs_to_eliminate", []))
     if blocking - PROVIDED_BY_DEPENDENCY:
         found.append(f"{tag} would also need {sorted(blocking - PROVIDED_BY_DEPENDENCY)} removed")

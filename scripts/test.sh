@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Set up .venv (see setup.sh), then run every test: the Rust kernels' cargo
-# tests and the pytest suite. Exits non-zero on any failure.
+# Set up .venv (see setup.sh), then run every check: style (lint.sh), the Rust
+# kernels' cargo tests and the pytest suite. Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
+bash scripts/lint.sh
 
 echo "==> cargo test"
 cargo test -p tvm-ext --release
@@ -15,3 +16,5 @@ else
 fi
 echo "==> pytest"
 python -m pytest "$@"
+echo "==> pytest: the Ray cluster tests, in a network namespace with loopback alone"
+bash scripts/in-loopback-netns.sh python -m pytest tests/book/test_ray_cluster.py

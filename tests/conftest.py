@@ -1,10 +1,18 @@
 """Session-wide fixtures. Build helpers live in tvm_build.py (tests/ is on sys.path)."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 import kokoro_tvm_ext  # noqa: F401  (registers the plugin before any VM is created)
+
+
+def pytest_report_header(config):
+    from kokoro_tvm_ext.benchmark.local_ray import WRAPPER, in_loopback_namespace
+
+    if not in_loopback_namespace():
+        return f"tests/book/test_ray_cluster.py is not collected here; run: {WRAPPER} python -m pytest tests/book"
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
 """Cached artifacts are keyed by everything that decides the compiled code."""
+
 from __future__ import annotations
 
 from kokoro_tvm_ext import artifact_cache
@@ -11,7 +12,7 @@ def test_editing_a_compiler_source_changes_the_key(tmp_path, monkeypatch):
     source = package / "passes" / "pipeline.py"
     source.write_text("PASSES = ['a']\n")
     (package / "runtime").mkdir()
-    for name in ("compile.py", "torch_lstm.py", "runtime/weights.py"):
+    for name in ("compile.py", "model_spec.py", "torch_lstm.py", "runtime/weights.py"):
         (package / name).write_text("")
     monkeypatch.setattr(artifact_cache, "__file__", str(package / "artifact_cache.py"))
     before = artifact_cache.artifact_key("weights-sha")
@@ -41,7 +42,9 @@ def test_an_artifact_of_an_older_format_is_refused_by_name(tmp_path):
     (tmp_path / LIBRARY).write_bytes(b"")
     (tmp_path / "weights.bin").write_bytes(b"")
     (tmp_path / META).write_text(json.dumps({"format_version": 1}))
-    with pytest.raises(ValueError, match=f"artifact format 1, this kokoro-tvm-ext reads {FORMAT_VERSION}; compile again"):
+    with pytest.raises(
+        ValueError, match=f"artifact format 1, this kokoro-tvm-ext reads {FORMAT_VERSION}; compile again"
+    ):
         read_meta(tmp_path)
 
 

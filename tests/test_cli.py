@@ -7,6 +7,7 @@ voice and noise, judged against a float64 reference as in tests/kokoro/test_pipe
 Each of the nine languages speaks one short sentence, checked the same way and heard by
 an offline Whisper (faster-whisper with the PyPI whisper-base packages).
 """
+
 from __future__ import annotations
 
 import io
@@ -95,25 +96,25 @@ def test_one_thread_speaks_the_same(spoken, cache_env, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "args,message",
+    "args,message,code",
     [
-        (["", "-o", "{out}"], "text is empty"),
-        (["Hi.", "-o", "{out}", "--voice", "xx_nobody"], "xx_nobody"),
-        (["Hi.", "-o", "{out}", "--voice", "af_hart"], "unknown voice 'af_hart'; did you mean af_heart, af_sarah?"),
-        (["Hi.", "-o", "{out}", "--voice", "jf_alpha:abc"], "is not a number"),
-        (["Hi.", "-o", "{out}", "--voice", "af_heart(0)+am_adam"], "must be a positive number, got 0"),
-        (["Hi.", "-o", "{out}", "--lang", "de"], "unknown language 'de'"),
-        (["😀 ☃", "-o", "{out}"], "text has nothing to pronounce in American English"),
-        (["Hi.", "-o", "/etc/hostname/out.wav"], "does not exist"),
-        (["Hi.", "-o", "{out}", "--speed", "0"], "--speed must be between"),
-        (["Hi.", "-o", "{out}", "--threads", "0"], "--threads must be at least 1"),
+        (["", "-o", "{out}"], "text is empty", 2),
+        (["Hi.", "-o", "{out}", "--voice", "xx_nobody"], "xx_nobody", 2),
+        (["Hi.", "-o", "{out}", "--voice", "af_hart"], "unknown voice 'af_hart'; did you mean af_heart, af_sarah?", 2),
+        (["Hi.", "-o", "{out}", "--voice", "jf_alpha:abc"], "is not a number", 2),
+        (["Hi.", "-o", "{out}", "--voice", "af_heart(0)+am_adam"], "must be a positive number, got 0", 2),
+        (["Hi.", "-o", "{out}", "--lang", "de"], "unknown language 'de'", 2),
+        (["😀 ☃", "-o", "{out}"], "text has nothing to pronounce in American English", 2),
+        (["Hi.", "-o", "/etc/hostname/out.wav"], "does not exist", 1),  # a path: exit 1
+        (["Hi.", "-o", "{out}", "--speed", "0"], "--speed must be between", 2),
+        (["Hi.", "-o", "{out}", "--threads", "0"], "--threads must be at least 1", 2),
     ],
 )
-def test_bad_input_is_one_clear_line_and_no_file(cache_env, tmp_path, args, message):
+def test_bad_input_is_one_clear_line_and_no_file(cache_env, tmp_path, args, message, code):
     out = tmp_path / "out.wav"
     result = say(cache_env, *[a.replace("{out}", str(out)) for a in args])
     err = result.stderr.decode()
-    assert result.returncode != 0
+    assert result.returncode == code, err
     assert message in err and "Traceback" not in err, err
     assert not out.exists()
 
@@ -129,7 +130,7 @@ def test_a_damaged_artifact_is_one_clear_line(spoken, cache_env, tmp_path):
     out = tmp_path / "out.wav"
     result = say(cache_env, "Hi.", "-o", str(out), "--artifact", str(damaged))
     err = result.stderr.decode()
-    assert result.returncode == 1, err
+    assert result.returncode == 3, err  # the artifact, not the input: exit 3
     assert "was cut short" in err and "compile again" in err and "Traceback" not in err, err
     assert not out.exists()
 
@@ -139,7 +140,16 @@ def interrupt_after(cmd, env, seconds: float, cwd=None) -> subprocess.CompletedP
     import signal
     import time
 
-    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # A runner started in the background (`cmd &`) ignores SIGINT, and a child that inherits that
+    # ignores Ctrl-C too: give the child the default disposition, as a terminal would.
+    proc = subprocess.Popen(
+        cmd,
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     time.sleep(seconds)
     assert proc.poll() is None, "finished before the interrupt: give it more work"
     proc.send_signal(signal.SIGINT)
@@ -227,9 +237,18 @@ def test_each_language_speaks_and_matches_pytorch(spoken_languages, torch_refere
     assert len(ref_audio) == len(audio)
     truth = reference_float64(model, tokens, style, durations, noise_seed=0)
     ours, theirs = np.abs(audio - truth), np.abs(ref_audio - truth)
-    stats = {name: (f(ours), f(theirs)) for name, f in
-             [("max", np.max), ("p99.9", lambda e: np.quantile(e, 0.999)), ("rms", lambda e: np.sqrt(np.mean(e**2)))]}
-    print(f"{lang}: |audio - float64| say vs PyTorch fp32: " + ", ".join(f"{k} {a:.3g}/{b:.3g}" for k, (a, b) in stats.items()))
+    stats = {
+        name: (f(ours), f(theirs))
+        for name, f in [
+            ("max", np.max),
+            ("p99.9", lambda e: np.quantile(e, 0.999)),
+            ("rms", lambda e: np.sqrt(np.mean(e**2))),
+        ]
+    }
+    print(
+        f"{lang}: |audio - float64| say vs PyTorch fp32: "
+        + ", ".join(f"{k} {a:.3g}/{b:.3g}" for k, (a, b) in stats.items())
+    )
     # The bar of the test above, made robust to single samples: the decoder's harmonic phase
     # sits on atan2's branch cut in a few bins (shared/NOTES.md section 2), so one spike in a
     # whole sentence may land on either side. The bulk of the error (RMS, 99.9th percentile)
@@ -274,8 +293,9 @@ def test_every_language_is_understood_by_an_offline_recognizer(spoken_languages,
     rates = {}
     for lang, (_, text, whisper_lang) in LANG_SAMPLES.items():
         audio, _ = sf.read(spoken_languages[lang], dtype="float32")
-        segments, _ = whisper.transcribe(audio, language=whisper_lang, beam_size=1,
-                                         initial_prompt=WHISPER_PROMPTS.get(lang))
+        segments, _ = whisper.transcribe(
+            audio, language=whisper_lang, beam_size=1, initial_prompt=WHISPER_PROMPTS.get(lang)
+        )
         heard = "".join(s.text for s in segments)
         expected = _normalized(text)
         rates[lang] = (jiwer.cer(expected, _normalized(heard) or " "), heard)

@@ -14,6 +14,7 @@ Debug info: TVM 0.27 has no switch for it. The CPU LLVM codegen always emits it 
 so every build is a debug build. We also build at ``opt-level`` 0, so that the debug
 records are still in the LLVM IR that ``inspect_source("ll")`` returns, and check them.
 """
+
 from __future__ import annotations
 
 import re

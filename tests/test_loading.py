@@ -1,11 +1,11 @@
 """Loading the plugin: one registry, version pins, clear errors instead of crashes."""
+
 from __future__ import annotations
 
 import subprocess
 import sys
 import textwrap
 
-import pytest
 import tvm
 
 import kokoro_tvm_ext
@@ -99,7 +99,6 @@ def test_plugin_functions_reach_the_vm_only_through_the_shared_registry():
     assert result.stdout.strip() == "None"
 
 
-
 IDLE_CPU_AFTER_PARALLEL_LOOP = """
 import os, resource, time
 import numpy as np
@@ -135,8 +134,9 @@ def test_tvm_pool_workers_sleep_instead_of_spinning(tmp_path):
     env["TVM_NUM_THREADS"] = "2"
 
     def run(extra):
-        result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                                env={**env, **extra}, timeout=120)
+        result = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, env={**env, **extra}, timeout=120
+        )
         assert result.returncode == 0, result.stderr
         value, idle_cpu = result.stdout.split()
         return value, float(idle_cpu)

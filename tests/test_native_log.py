@@ -1,4 +1,5 @@
 """TVM's C++ log lines: the two known-harmless warnings are hidden, everything else is kept."""
+
 import io
 import os
 

@@ -1,4 +1,5 @@
 """One thread count for TVM's pool and the kernels' pool: TVM_NUM_THREADS, set_num_threads, num_threads=."""
+
 from __future__ import annotations
 
 import os

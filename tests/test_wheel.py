@@ -13,6 +13,7 @@ Costs: the zig release build (about 1.5 min warm, 2.5 min cold on 2 cores), the
 shared random-weights artifact (tests/conftest.py), and the sdist build, which
 reuses the repo's cargo target dir so only our two crates compile (about 1 min).
 """
+
 from __future__ import annotations
 
 import json
@@ -102,7 +103,7 @@ def test_auditwheel_agrees_with_the_tag_but_for_libtvm_ffi(wheel):
     assert report["policy_upgrades"][tag]["libs_to_eliminate"] == ["libtvm_ffi.so"]
     assert not report["unsupported_isa"]
     glibc = {v for versions in report["versioned_symbols"].values() for v in versions if v.startswith("GLIBC_")}
-    newest = max(tuple(map(int, v[len("GLIBC_"):].split("."))) for v in glibc)
+    newest = max(tuple(map(int, v[len("GLIBC_") :].split("."))) for v in glibc)
     assert newest <= (2, 28), sorted(glibc)
 
 
@@ -116,7 +117,8 @@ def test_wheel_runs_in_a_bare_venv_with_its_runtime_dependencies_only(bare_venv)
 
 
 def test_the_speak_extra_says_text_in_the_bare_venv_as_pytorch_does_without_torch(
-        bare_venv, wheel, small_artifact, kokoro_model, tmp_path):
+    bare_venv, wheel, small_artifact, kokoro_model, tmp_path
+):
     sf = pytest.importorskip("soundfile")
     from kokoro_tvm_ext.assets import load_config, phonemize, style_for, tokenize
     from kokoro_tvm_ext.kokoro.reference import reference, reference_float64
@@ -131,8 +133,27 @@ def test_the_speak_extra_says_text_in_the_bare_venv_as_pytorch_does_without_torc
     pack = (np.random.default_rng(7).standard_normal((510, 1, 256)) * 0.3).astype(np.float32)
     np.save(voice, pack)
     out = tmp_path / "hello.wav"
-    _run([bare_venv / "bin" / "kokoro-tvm", "say", TEXT, "--lang", "en-us", "--artifact", small_artifact,
-          "--voice", voice, "--speed", SPEED, "--seed", 0, "-o", out], env=env, cwd=tmp_path)
+    _run(
+        [
+            bare_venv / "bin" / "kokoro-tvm",
+            "say",
+            TEXT,
+            "--lang",
+            "en-us",
+            "--artifact",
+            small_artifact,
+            "--voice",
+            voice,
+            "--speed",
+            SPEED,
+            "--seed",
+            0,
+            "-o",
+            out,
+        ],
+        env=env,
+        cwd=tmp_path,
+    )
     audio, rate = sf.read(out, dtype="float32")
     assert rate == 24000
 

@@ -1,7 +1,9 @@
 """Build-and-run helpers shared by the tests (imported as `tvm_build`)."""
+
 from __future__ import annotations
 
 import numpy as np
+
 import kokoro_tvm_ext  # noqa: F401  (registers the plugin before any VM is created)
 
 TARGET = {"kind": "llvm"}

@@ -6,6 +6,7 @@ Importing this package checks the pinned TVM versions, loads TVM's FFI runtime
 neither torch nor TVM's compiler: the converters (``CONVERTERS``,
 ``from_exported_program``) and ``compile_kokoro`` import them on first use.
 """
+
 import os as _os
 
 from ._versions import check_versions as _check_versions
@@ -25,7 +26,8 @@ _os.environ.setdefault(
     str(len(_os.sched_getaffinity(0)) if hasattr(_os, "sched_getaffinity") else _os.cpu_count() or 1),
 )
 
-from .torch_free import torch_hidden as _torch_hidden
+# The imports below read the environment set above, so they cannot come first.
+from .torch_free import torch_hidden as _torch_hidden  # noqa: E402
 
 try:
     # Must come first: it loads libtvm_ffi.so, the registry our library links to.
@@ -39,7 +41,7 @@ except ImportError as err:  # pragma: no cover - exercised in a subprocess test
         f"({err}). Install it with: pip install apache-tvm-ffi==0.1.15.post2"
     ) from err
 
-from . import _native
+from . import _native  # noqa: E402
 
 __version__: str = _native.__version__
 

@@ -1,4 +1,5 @@
 """The TVM wheels this plugin is built and tested against, and the check at import."""
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -39,8 +40,4 @@ def check_versions() -> None:
     problems = version_problems(installed_versions())
     if problems:
         pins = " ".join(f"{d}=={v}" for d, v in EXPECTED.items())
-        raise ImportError(
-            "kokoro_tvm_ext cannot load: "
-            + "; ".join(problems)
-            + f". Fix it with: pip install {pins}"
-        )
+        raise ImportError("kokoro_tvm_ext cannot load: " + "; ".join(problems) + f". Fix it with: pip install {pins}")

@@ -1,4 +1,5 @@
 """Compiled artifacts cached per (weights, TVM, plugin, CPU), so `say` compiles once."""
+
 from __future__ import annotations
 
 import hashlib
@@ -8,11 +9,19 @@ import sys
 import tempfile
 from pathlib import Path
 
-
 # What decides the compiled code besides the weights: the compiler-side sources
 # and the native library. Hashing them means an upgraded (or edited) plugin never
 # reuses an artifact built by another version of itself.
-_COMPILER_SOURCES = ("frontend", "legalize", "passes", "kokoro", "compile.py", "torch_lstm.py", "runtime/weights.py")
+_COMPILER_SOURCES = (
+    "frontend",
+    "legalize",
+    "passes",
+    "kokoro",
+    "compile.py",
+    "model_spec.py",
+    "torch_lstm.py",
+    "runtime/weights.py",
+)
 
 
 def compiler_fingerprint() -> str:
@@ -37,8 +46,10 @@ def artifact_key(weights_fingerprint: str, lstm_impl: str = "plugin", precision:
     from .runtime.cpu_features import host_cpu_id
 
     tvm_version = installed_versions()["apache-tvm"]
-    key = (f"{weights_fingerprint[:24]}-tvm{tvm_version}-ext{__version__}-{compiler_fingerprint()}"
-           f"-{host_cpu_id()}-{lstm_impl}")
+    key = (
+        f"{weights_fingerprint[:24]}-tvm{tvm_version}-ext{__version__}-{compiler_fingerprint()}"
+        f"-{host_cpu_id()}-{lstm_impl}"
+    )
     return key if precision == "fp32" else f"{key}-{precision}"
 
 
@@ -50,32 +61,46 @@ def cached_artifact_dir(key: str) -> Path:
 
 def cached_problem(out_dir: Path) -> str | None:
     """Why the cached artifact in ``out_dir`` cannot be used (None if it can)."""
-    from .runtime.artifact import CorruptArtifactError, MissingArtifactError, load_checked_meta
+    from .errors import ArtifactError, ArtifactMissingError
+    from .runtime.artifact import load_checked_meta
 
     try:
         load_checked_meta(out_dir)
-    except MissingArtifactError:
+    except ArtifactMissingError:
         return "missing"
-    except (CorruptArtifactError, OSError) as err:
+    except (ArtifactError, OSError) as err:
         return str(err)
     return None
 
 
-def ensure_artifact(resolved_weights, *, lstm_impl: str = "plugin", precision: str = "fp32",
-                    quiet: bool = False) -> Path:
+def ensure_artifact(
+    resolved_weights, *, lstm_impl: str = "plugin", precision: str = "fp32", quiet: bool = False
+) -> Path:
     """The artifact for these weights, compiling (once, atomically) if it is missing or damaged.
     ``resolved_weights`` may come from ``assets.weights.locate``: they are only built and
     loaded when there is something to compile."""
     from .assets.weights import load_model, materialize
 
     out = cached_artifact_dir(artifact_key(resolved_weights.fingerprint(), lstm_impl, precision))
-    return ensure_compiled(out, lambda: load_model(materialize(resolved_weights)), lstm_impl=lstm_impl,
-                           precision=precision,
-                           weights_fingerprint=resolved_weights.fingerprint(), quiet=quiet)
+    return ensure_compiled(
+        out,
+        lambda: load_model(materialize(resolved_weights)),
+        lstm_impl=lstm_impl,
+        precision=precision,
+        weights_fingerprint=resolved_weights.fingerprint(),
+        quiet=quiet,
+    )
 
 
-def ensure_compiled(out: Path, make_model, *, lstm_impl: str = "plugin", precision: str = "fp32",
-                    weights_fingerprint: str | None = None, quiet: bool = False) -> Path:
+def ensure_compiled(
+    out: Path,
+    make_model,
+    *,
+    lstm_impl: str = "plugin",
+    precision: str = "fp32",
+    weights_fingerprint: str | None = None,
+    quiet: bool = False,
+) -> Path:
     """``out`` if it holds a sound artifact, else ``make_model()`` compiled into it (atomically)."""
     problem = cached_problem(out) if out.exists() else "missing"
     if problem is None:
@@ -91,8 +116,14 @@ def ensure_compiled(out: Path, make_model, *, lstm_impl: str = "plugin", precisi
     # interrupted compile (Ctrl-C, a crash) never leaves a half-written entry.
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        compile_kokoro(make_model(), tmp, lstm_impl=lstm_impl, precision=precision,
-                       weights_fingerprint=weights_fingerprint, quiet=quiet)
+        compile_kokoro(
+            make_model(),
+            tmp,
+            lstm_impl=lstm_impl,
+            precision=precision,
+            weights_fingerprint=weights_fingerprint,
+            quiet=quiet,
+        )
         if out.exists():  # a concurrent compile finished first, or the damaged entry
             shutil.rmtree(out)
         os.replace(tmp, out)

@@ -6,6 +6,7 @@ converters, merge them into one IRModule (entries ``text_stage`` and
 ``audio_stage``), compile with the plugin's CPU pipeline, and write
 ``kokoro.so`` + ``weights.bin`` + ``meta.json`` atomically.
 """
+
 from __future__ import annotations
 
 import os
@@ -14,11 +15,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from .model_spec import MAX_TOKENS, SAMPLE_RATE
 from .native_log import quiet_harmless_warnings
 from .runtime.artifact import LIBRARY, META, write_meta
 from .runtime.weights import WEIGHTS, write_weights
-
-MAX_TOKENS = 510  # KModel's context of 512 minus the two boundary ids
 
 
 class _Progress:
@@ -43,8 +43,16 @@ def default_target() -> dict:
     return {"kind": "llvm", "mcpu": codegen.llvm_get_system_cpu()}
 
 
-def compile_kokoro(model, out_dir, *, target: dict | None = None, lstm_impl: str = "plugin",
-                   precision: str = "fp32", weights_fingerprint: str | None = None, quiet: bool = False) -> Path:
+def compile_kokoro(
+    model,
+    out_dir,
+    *,
+    target: dict | None = None,
+    lstm_impl: str = "plugin",
+    precision: str = "fp32",
+    weights_fingerprint: str | None = None,
+    quiet: bool = False,
+) -> Path:
     """Compile ``model`` (a ``kokoro.KModel``) into ``out_dir``; returns the directory.
 
     ``lstm_impl="tir"`` builds an artifact that runs without the plugin library.
@@ -90,10 +98,12 @@ def compile_kokoro(model, out_dir, *, target: dict | None = None, lstm_impl: str
         step("exporting the audio stage (frames -> waveform), symbolic frame count")
         audio_ep = export_audio_stage(audio_stage, max_frames=None)
     step("importing both stages into Relax")
-    mod = merge_modules({
-        "text_stage": from_exported_program(text_ep, lstm_impl=lstm_impl),
-        "audio_stage": from_exported_program(audio_ep, lstm_impl=lstm_impl),
-    })
+    mod = merge_modules(
+        {
+            "text_stage": from_exported_program(text_ep, lstm_impl=lstm_impl),
+            "audio_stage": from_exported_program(audio_ep, lstm_impl=lstm_impl),
+        }
+    )
     if precision != "fp32":
         # The durations are rounded to whole frames from the text stage: keep it f32.
         mod["text_stage"] = mod["text_stage"].with_attr(PRECISION_ATTR, "fp32")
@@ -101,8 +111,9 @@ def compile_kokoro(model, out_dir, *, target: dict | None = None, lstm_impl: str
     tvm_target = tvm.target.Target(target)
     weights: dict = {}  # the lifted weights of each function, stored beside the library
     with quiet_harmless_warnings(step.stream):
-        exe = tvm.compile(mod, target=tvm_target,
-                          relax_pipeline=cpu_pipeline(tvm_target, precision=precision, weights=weights))
+        exe = tvm.compile(
+            mod, target=tvm_target, relax_pipeline=cpu_pipeline(tvm_target, precision=precision, weights=weights)
+        )
     step(f"writing {out_dir / LIBRARY} and {WEIGHTS}")
     out_dir.mkdir(parents=True, exist_ok=True)
     # meta.json goes first and comes back last, so an interrupted write leaves an
@@ -114,22 +125,25 @@ def compile_kokoro(model, out_dir, *, target: dict | None = None, lstm_impl: str
         for name in (LIBRARY, WEIGHTS):
             os.replace(Path(tmp) / name, out_dir / name)
     sine = model.decoder.generator.m_source.l_sin_gen
-    write_meta(out_dir, {
-        "kokoro_tvm_ext": __version__,
-        "tvm": tvm.__version__,
-        "target": target,
-        "cpu_features": target_features(tvm_target),
-        "lstm_impl": lstm_impl,
-        "precision": precision,
-        "max_tokens": MAX_TOKENS,
-        "max_batch": MAX_BATCH,
-        "n_token": int(model.bert.config.vocab_size),
-        "sample_rate": 24000,
-        "samples_per_frame": 2 * int(sine.upsample_scale),
-        "harmonics": int(sine.dim),
-        "weights_fingerprint": weights_fingerprint,
-        "weights_index": weights_index,
-        "compile_seconds": round(time.perf_counter() - started, 1),
-    })
+    write_meta(
+        out_dir,
+        {
+            "kokoro_tvm_ext": __version__,
+            "tvm": tvm.__version__,
+            "target": target,
+            "cpu_features": target_features(tvm_target),
+            "lstm_impl": lstm_impl,
+            "precision": precision,
+            "max_tokens": MAX_TOKENS,
+            "max_batch": MAX_BATCH,
+            "n_token": int(model.bert.config.vocab_size),
+            "sample_rate": SAMPLE_RATE,
+            "samples_per_frame": 2 * int(sine.upsample_scale),
+            "harmonics": int(sine.dim),
+            "weights_fingerprint": weights_fingerprint,
+            "weights_index": weights_index,
+            "compile_seconds": round(time.perf_counter() - started, 1),
+        },
+    )
     step(f"done: {out_dir}")
     return out_dir

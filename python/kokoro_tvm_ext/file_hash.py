@@ -1,4 +1,5 @@
 """sha256 of large files, and remembering it while the file is unchanged."""
+
 from __future__ import annotations
 
 import hashlib
@@ -22,8 +23,7 @@ def remembered_sha256(path: Path, stamp: Path) -> str:
     rewritten: inode, size, mtime. The stamp is written best-effort (a read-only place is
     hashed every time)."""
     st = Path(path).stat()
-    identity = {"path": str(Path(path).resolve()), "inode": st.st_ino, "bytes": st.st_size,
-                "mtime_ns": st.st_mtime_ns}
+    identity = {"path": str(Path(path).resolve()), "inode": st.st_ino, "bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
     try:
         saved = json.loads(stamp.read_text())
         if {k: saved.get(k) for k in identity} == identity and isinstance(saved.get("sha256"), str):

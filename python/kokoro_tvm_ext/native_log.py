@@ -11,6 +11,7 @@ that do not apply to us:
 
 Everything else TVM writes is passed through unchanged, after the block ends.
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -10,11 +10,14 @@ words), so the first audio of a response comes early.
 Each chunk keeps its words, so word timestamps can be computed from its durations
 (:mod:`kokoro_tvm_ext.timestamps`); the last word of a chunk has no space after it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .assets import MAX_TOKENS, count_tokens
+from .assets import count_tokens
+from .errors import InvalidInputError
+from .model_spec import MAX_TOKENS
 
 _SENTENCE_END = (".", "!", "?", "…")
 _CLOSERS = ('"', "”", "’", "'", ")", "]", "}", "»")
@@ -104,7 +107,9 @@ class _Packer:
             cur += c
             n += k
         pieces.append(cur)
-        return [[replace(w, text=w.text if i == 0 else "", phonemes=p, space_after=False)] for i, p in enumerate(pieces)]
+        return [
+            [replace(w, text=w.text if i == 0 else "", phonemes=p, space_after=False)] for i, p in enumerate(pieces)
+        ]
 
     def fit(self, words: list) -> list[list]:
         if self.fits(words):
@@ -121,14 +126,20 @@ class _Packer:
         return out
 
 
-def chunk_words(words, vocab: dict[str, int], *, max_tokens: int = MAX_TOKENS, first_clause: bool = False,
-                first_chunk_tokens: int = 0) -> list[Chunk]:
+def chunk_words(
+    words,
+    vocab: dict[str, int],
+    *,
+    max_tokens: int = MAX_TOKENS,
+    first_clause: bool = False,
+    first_chunk_tokens: int = 0,
+) -> list[Chunk]:
     """Chunks of at most ``max_tokens`` tokens, in order, covering every word once.
 
     Chunks without any token (only phoneme-less words) are merged into a neighbour, or
     dropped when the whole text has nothing to pronounce (then the result is empty)."""
     if max_tokens < 1:
-        raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+        raise InvalidInputError(f"max_tokens must be positive, got {max_tokens}")
     words = list(words)
     packer = _Packer(vocab, max_tokens)
     groups: list[list] = []
@@ -139,7 +150,7 @@ def chunk_words(words, vocab: dict[str, int], *, max_tokens: int = MAX_TOKENS, f
         first, rest = head[0], [w for piece in head[1:] for w in piece]
         if first_chunk_tokens and packer.tokens(first) > first_chunk_tokens:
             cut = 1
-            while cut < len(first) and packer.tokens(first[:cut + 1]) <= first_chunk_tokens:
+            while cut < len(first) and packer.tokens(first[: cut + 1]) <= first_chunk_tokens:
                 cut += 1
             first, rest = first[:cut], first[cut:] + rest
         groups[0:1] = [g for g in (first, rest) if g]

@@ -3,9 +3,12 @@
 Cues break after sentence-final punctuation, or once a cue holds ``max_chars``
 characters; each cue runs from its first word's start to its last word's end.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
+
+from .errors import InvalidInputError
 
 FORMATS = (".srt", ".vtt")
 _SENTENCE_END = (".", "!", "?", "…")
@@ -55,8 +58,8 @@ def render(timings, fmt: str) -> str:
 
 
 def subtitle_format(path: str) -> str:
-    """The format a path asks for by its suffix; ValueError naming the choices otherwise."""
+    """The format a path asks for by its suffix; InvalidInputError naming the choices otherwise."""
     suffix = Path(path).suffix.lower()
     if suffix not in FORMATS:
-        raise ValueError(f"--subtitles {path}: the file name must end in .srt or .vtt")
+        raise InvalidInputError(f"--subtitles {path}: the file name must end in .srt or .vtt")
     return suffix

@@ -14,12 +14,12 @@ the times a pure function of the durations). Punctuation marks are words of
 their own (they are phoneme tokens too); a word without phonemes (``$`` in
 ``$5``) gets whatever silence lies between its neighbours, possibly none.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-SAMPLE_RATE = 24000
-SAMPLES_PER_FRAME = 600
+from .model_spec import SAMPLE_RATE, SAMPLES_PER_FRAME
 
 
 @dataclass(frozen=True)
@@ -33,8 +33,15 @@ class WordTiming:
         return {"word": self.word, "start_time": self.start_time, "end_time": self.end_time}
 
 
-def word_timings(words, durations, vocab: dict[str, int], *, offset_seconds: float = 0.0,
-                 sample_rate: int = SAMPLE_RATE, samples_per_frame: int = SAMPLES_PER_FRAME) -> list[WordTiming]:
+def word_timings(
+    words,
+    durations,
+    vocab: dict[str, int],
+    *,
+    offset_seconds: float = 0.0,
+    sample_rate: int = SAMPLE_RATE,
+    samples_per_frame: int = SAMPLES_PER_FRAME,
+) -> list[WordTiming]:
     """One :class:`WordTiming` per word of a chunk, in seconds plus ``offset_seconds``.
 
     ``words``: the chunk's words (objects with ``text``, ``phonemes``, ``space_after``),
@@ -52,7 +59,7 @@ def word_timings(words, durations, vocab: dict[str, int], *, offset_seconds: flo
         n = sum(1 for c in w.phonemes if c in vocab)
         if token + n > len(d) - 1:
             raise ValueError(f"word_timings: the words have more tokens than the {len(d) - 2} synthesized")
-        cursor += sum(d[token:token + n])
+        cursor += sum(d[token : token + n])
         token += n
         end = cursor
         space = w.space_after and i < last and " " in vocab
@@ -60,8 +67,14 @@ def word_timings(words, durations, vocab: dict[str, int], *, offset_seconds: flo
             end = cursor + d[token] / 2
             cursor += d[token]
             token += 1
-        out.append(WordTiming(w.text, offset_seconds + start * seconds_per_frame,
-                              offset_seconds + end * seconds_per_frame, bool(w.space_after)))
+        out.append(
+            WordTiming(
+                w.text,
+                offset_seconds + start * seconds_per_frame,
+                offset_seconds + end * seconds_per_frame,
+                bool(w.space_after),
+            )
+        )
         start = end
     if token != len(d) - 1:
         raise ValueError(f"word_timings: the words have {token - 1} tokens, the durations {len(d) - 2}")

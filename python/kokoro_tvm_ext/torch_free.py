@@ -8,6 +8,7 @@ imports normally for whoever needs it (the compiler). Tensors from a torch
 imported later still reach TVM through DLPack. (patches/0010 makes tvm_ffi itself
 take torch only from ``sys.modules``.)
 """
+
 from __future__ import annotations
 
 import contextlib

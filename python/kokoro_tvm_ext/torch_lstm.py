@@ -9,9 +9,8 @@ and converts to a single call of the plugin kernel (see frontend/lstm.py).
 Weights are passed flat, per layer then per direction:
 ``w_ih, w_hh[, b_ih, b_hh]`` — the order of ``nn.LSTM._flat_weights``.
 """
-from __future__ import annotations
 
-from typing import Optional
+from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
@@ -20,9 +19,9 @@ from torch import Tensor, nn
 @torch.library.custom_op("kokoro_tvm_ext::lstm", mutates_args=())
 def lstm(
     x: Tensor,
-    lengths: Optional[Tensor],
-    h0: Optional[Tensor],
-    c0: Optional[Tensor],
+    lengths: Tensor | None,
+    h0: Tensor | None,
+    c0: Tensor | None,
     weights: list[Tensor],
     num_layers: int,
     bidirectional: bool,
@@ -79,7 +78,7 @@ class PluginLSTM(nn.LSTM):
     takes a PackedSequence and returns one.
     """
 
-    def forward(self, x, hx=None, lengths: Optional[Tensor] = None):
+    def forward(self, x, hx=None, lengths: Tensor | None = None):
         if self.proj_size:
             raise NotImplementedError("kokoro_tvm_ext.lstm does not support proj_size")
         if isinstance(x, nn.utils.rnn.PackedSequence):
@@ -88,8 +87,15 @@ class PluginLSTM(nn.LSTM):
             return nn.utils.rnn.pack_padded_sequence(y, lengths, self.batch_first, enforce_sorted=False), state
         h0, c0 = hx if hx is not None else (None, None)
         y, h_n, c_n = lstm(
-            x, lengths, h0, c0, list(self._flat_weights),
-            self.num_layers, self.bidirectional, self.batch_first, self.bias,
+            x,
+            lengths,
+            h0,
+            c0,
+            list(self._flat_weights),
+            self.num_layers,
+            self.bidirectional,
+            self.batch_first,
+            self.bias,
         )
         return y, (h_n, c_n)
 

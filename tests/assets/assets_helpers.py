@@ -1,4 +1,5 @@
 """Helpers for the asset-layer tests (imported by conftest.py and the test modules)."""
+
 from __future__ import annotations
 
 import shutil
@@ -21,8 +22,13 @@ def isolate(mp: pytest.MonkeyPatch, root: Path) -> Path:
     return root
 
 
-def make_fake_hf_cache(hub: Path, *, weights: bytes | None = b"not really weights", voices: dict | None = None,
-                       commit: str = "0123456789abcdef0123456789abcdef01234567") -> Path:
+def make_fake_hf_cache(
+    hub: Path,
+    *,
+    weights: bytes | None = b"not really weights",
+    voices: dict | None = None,
+    commit: str = "0123456789abcdef0123456789abcdef01234567",
+) -> Path:
     """A minimal on-disk HuggingFace cache entry for hexgrad/Kokoro-82M (plain files, no
     symlinks, which scan_cache_dir accepts). ``voices`` maps a name to a [510, 1, 256] array."""
     from kokoro_tvm_ext.assets.config import bundled_config_path

@@ -1,5 +1,6 @@
 """Fixtures for the asset layer: an isolated environment (no user cache, no HuggingFace
 cache, no weights env var) and the bundled config."""
+
 from __future__ import annotations
 
 import json

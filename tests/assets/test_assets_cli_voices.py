@@ -1,4 +1,5 @@
 """`kokoro-tvm voices`: one line per voice with its language, gender and source."""
+
 from __future__ import annotations
 
 import pytest
@@ -25,6 +26,6 @@ def test_voices_command_lists_names_languages_genders_and_sources(isolated, caps
 
 
 def test_voices_command_rejects_an_unknown_language(isolated, capsys):
-    assert main(["voices", "--lang", "klingon"]) == 1
+    assert main(["voices", "--lang", "klingon"]) == 2  # an input error
     err = capsys.readouterr().err
     assert "unknown language 'klingon'" in err and "e (es, Spanish)" in err

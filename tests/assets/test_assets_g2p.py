@@ -1,4 +1,5 @@
 """English G2P offline (misaki + blank spaCy + rule tags + espeak-ng), tokens and chunking."""
+
 from __future__ import annotations
 
 import re
@@ -8,8 +9,14 @@ import pytest
 
 from kokoro_tvm_ext.assets import g2p
 from kokoro_tvm_ext.assets.g2p import (
-    UnknownPhonemeWarning, chunk_phonemes, chunk_text, count_tokens, phonemize, tokenize,
+    UnknownPhonemeWarning,
+    chunk_phonemes,
+    chunk_text,
+    count_tokens,
+    phonemize,
+    tokenize,
 )
+from kokoro_tvm_ext.errors import InvalidInputError
 
 pytest.importorskip("misaki")
 pytest.importorskip("spacy")
@@ -22,8 +29,7 @@ pytest.importorskip("spacy")
 EXPECTED = {
     "The quick brown fox jumps over the lazy dog.": "ðə kwˈɪk bɹˈWn fˈɑks ʤˈʌmps ˈOvəɹ ðə lˈAzi dˈɔɡ.",
     "Hello world, this is a test.": "həlˈO wˈɜɹld, ðɪs ɪz ɐ tˈɛst.",
-    "Dr. Smith paid $5.50 for 3 apples in 2023.":
-        "dˈɑktəɹ smˈɪθ pˈAd fˈIv dˈɑləɹz ænd fˈɪfti sˈɛnts fɔɹ θɹˈi ˈæpᵊlz ɪn twˈɛnti twˈɛnti θɹˈi.",
+    "Dr. Smith paid $5.50 for 3 apples in 2023.": "dˈɑktəɹ smˈɪθ pˈAd fˈIv dˈɑləɹz ænd fˈɪfti sˈɛnts fɔɹ θɹˈi ˈæpᵊlz ɪn twˈɛnti twˈɛnti θɹˈi.",  # noqa: E501
 }
 SENTENCE_END = re.compile(r"[.!?…][”\")\]]*$")
 
@@ -48,15 +54,15 @@ def test_out_of_vocabulary_words_go_to_espeak():
 
 
 @pytest.mark.parametrize("text", ["", "   ", "\n\n\t"])
-def test_empty_text_is_a_value_error(text):
-    with pytest.raises(ValueError, match=r"^text is empty$"):
+def test_empty_text_is_an_input_error(text):
+    with pytest.raises(InvalidInputError, match=r"^text is empty$"):
         phonemize(text)
-    with pytest.raises(ValueError, match=r"^text is empty$"):
+    with pytest.raises(InvalidInputError, match=r"^text is empty$"):
         chunk_text(text)
 
 
-def test_text_with_nothing_to_say_is_a_value_error():
-    with pytest.raises(ValueError, match="text has nothing to pronounce"):
+def test_text_with_nothing_to_say_is_an_input_error():
+    with pytest.raises(InvalidInputError, match="text has nothing to pronounce"):
         chunk_text("😀 😀")
 
 
@@ -76,7 +82,8 @@ def test_tokenize_maps_the_vocab_and_drops_unknown_characters_with_a_warning(bun
 def test_long_text_chunks_stay_within_510_tokens_at_sentence_boundaries():
     sentences = [
         f"Chapter {i} begins quietly, and the {w} keeps walking toward the old harbor at dawn."
-        if i % 3 else f"Is this the end of part {i}? No, the story continues!"
+        if i % 3
+        else f"Is this the end of part {i}? No, the story continues!"
         for i, w in zip(range(1, 61), ["traveler", "keeper", "teacher", "sailor", "painter"] * 12)
     ]
     text = " ".join(sentences)

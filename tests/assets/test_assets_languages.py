@@ -1,5 +1,6 @@
 """G2P for the nine languages: phonemes equal hexgrad's KPipeline (or the misaki class it
 uses) on fixed sentences, Words rebuild the phoneme string, language codes, chunking."""
+
 from __future__ import annotations
 
 import re
@@ -8,9 +9,16 @@ import warnings
 import pytest
 
 from kokoro_tvm_ext.assets import (
-    LanguageMismatchWarning, Word, chunk_text, count_tokens, phonemize, phonemize_words, resolve_lang,
+    LanguageMismatchWarning,
+    Word,
+    chunk_text,
+    count_tokens,
+    phonemize,
+    phonemize_words,
+    resolve_lang,
 )
 from kokoro_tvm_ext.assets.g2p import join_words
+from kokoro_tvm_ext.errors import InvalidInputError
 
 pytest.importorskip("misaki")
 
@@ -99,17 +107,29 @@ def test_chinese_and_japanese_words_are_their_g2p_segmentation():
 
 @pytest.mark.parametrize(
     "given, code",
-    [("a", "a"), ("en-us", "a"), ("EN_GB", "b"), ("es", "e"), ("fr", "f"), ("fr-fr", "f"), ("hi", "h"),
-     ("it", "i"), ("ja", "j"), ("pt-br", "p"), ("zh", "z"), ("Z", "z")],
+    [
+        ("a", "a"),
+        ("en-us", "a"),
+        ("EN_GB", "b"),
+        ("es", "e"),
+        ("fr", "f"),
+        ("fr-fr", "f"),
+        ("hi", "h"),
+        ("it", "i"),
+        ("ja", "j"),
+        ("pt-br", "p"),
+        ("zh", "z"),
+        ("Z", "z"),
+    ],
 )
 def test_language_codes_and_aliases(given, code):
     assert resolve_lang(given) == code
 
 
 def test_unknown_language_is_a_clear_error():
-    with pytest.raises(ValueError, match=r"unknown language 'de'.*known languages: a \(en-us"):
+    with pytest.raises(InvalidInputError, match=r"unknown language 'de'.*known languages: a \(en-us"):
         phonemize("Hallo Welt.", "de")
-    with pytest.raises(ValueError, match=r"did you mean .*pt-br"):
+    with pytest.raises(InvalidInputError, match=r"did you mean .*pt-br"):
         resolve_lang("pt_bx")
 
 
@@ -119,15 +139,18 @@ def test_text_in_another_script_warns_or_fails_clearly():
     with pytest.warns(LanguageMismatchWarning, match="no American English characters"):
         chunk_text("你好", lang="a")  # espeak's fallback names the characters: warned, not silent
     for lang in "abjz":
-        with pytest.raises(ValueError, match="nothing to pronounce in .*--lang"), warnings.catch_warnings():
+        with pytest.raises(InvalidInputError, match="nothing to pronounce in .*--lang"), warnings.catch_warnings():
             warnings.simplefilter("ignore", LanguageMismatchWarning)
             chunk_text("😀 ☃", lang=lang)
 
 
-@pytest.mark.parametrize("lang, sentence", [
-    ("j", "今日はいい天気ですね。東京まで三時間かかります！本当ですか？"),
-    ("z", "今天天气很好。我们去公园散步吧！你来吗？"),
-])
+@pytest.mark.parametrize(
+    "lang, sentence",
+    [
+        ("j", "今日はいい天気ですね。東京まで三時間かかります！本当ですか？"),
+        ("z", "今天天气很好。我们去公园散步吧！你来吗？"),
+    ],
+)
 def test_cjk_long_text_chunks_at_sentence_marks(lang, sentence):
     text = sentence * 8  # a smaller context than 510 tokens keeps the G2P work small
     chunks = chunk_text(text, lang=lang, max_tokens=100)
@@ -146,7 +169,17 @@ def test_cjk_overlong_sentence_splits_at_the_ideographic_comma(lang, clause):
 
 
 def test_numbers_are_read_out_in_every_language():
-    for lang, text in {"e": "7", "f": "7", "h": "7", "i": "7", "p": "7", "j": "7", "z": "7", "a": "7", "b": "7"}.items():
+    for lang, text in {
+        "e": "7",
+        "f": "7",
+        "h": "7",
+        "i": "7",
+        "p": "7",
+        "j": "7",
+        "z": "7",
+        "a": "7",
+        "b": "7",
+    }.items():
         ps = phonemize(text, lang)
         assert count_tokens(ps) >= 2 and not any(c.isdigit() for c in ps), (lang, ps)
 

@@ -1,4 +1,5 @@
 """The 54 voice packs of hexgrad's kokoro 0.9.4 sdist: unpacked, verified, refused when damaged."""
+
 from __future__ import annotations
 
 import hashlib
@@ -8,7 +9,8 @@ import numpy as np
 import pytest
 from voice_sdist import fetch_sdist
 
-from kokoro_tvm_ext.assets import errors, list_voices, load_voice, sdist_voices
+from kokoro_tvm_ext import errors
+from kokoro_tvm_ext.assets import list_voices, load_voice, sdist_voices
 
 
 @pytest.fixture(scope="session")

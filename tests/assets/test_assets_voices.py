@@ -1,11 +1,13 @@
 """Voices: listing, names, weighted blends (hexgrad's averaging), style rows, errors."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from assets_helpers import make_fake_hf_cache
 
-from kokoro_tvm_ext.assets import errors, voices
+from kokoro_tvm_ext import errors
+from kokoro_tvm_ext.assets import voices
 from kokoro_tvm_ext.assets.voices import list_voices, load_voice, parse_voice_spec, style_for, voice_language
 
 JA = ["jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo"]
@@ -73,7 +75,7 @@ def test_voice_language_is_the_first_letter_of_the_first_voice():
     assert voice_language("ef_dora:0.7,af_heart:0.3") == "e"
     assert voice_language("zf_xiaobei(1)+jf_alpha(2)") == "z"
     assert voice_language("/some/dir/pm_alex.pt") == "p"
-    with pytest.raises(ValueError, match="cannot tell the language of voice 'custom'.*--lang"):
+    with pytest.raises(errors.InvalidInputError, match="cannot tell the language of voice 'custom'.*--lang"):
         voice_language("custom")
 
 
@@ -82,17 +84,19 @@ def test_style_row_is_phoneme_count_minus_one(ja_packs):
     np.testing.assert_array_equal(style_for(pack, 1), pack[0])
     np.testing.assert_array_equal(style_for(pack, 42), pack[41].reshape(1, 256))
     assert style_for(pack, 510).shape == (1, 256)
-    with pytest.raises(ValueError, match="at least one phoneme"):
+    with pytest.raises(errors.InvalidInputError, match="at least one phoneme"):
         style_for(pack, 0)
-    with pytest.raises(ValueError, match="511 phonemes exceed the voice pack's 510 rows"):
+    with pytest.raises(errors.InvalidInputError, match="511 phonemes exceed the voice pack's 510 rows"):
         style_for(pack, 511)
 
 
 def test_unknown_voice_names_it_and_lists_close_matches(isolated):
-    with pytest.raises(ValueError) as err:
+    with pytest.raises(errors.UnknownVoiceError) as err:
         load_voice("af_hart")
-    assert str(err.value) == "unknown voice 'af_hart'; did you mean af_heart, af_sarah? (`kokoro-tvm voices` lists all 54)"
-    with pytest.raises(ValueError, match=r"^unknown voice 'xx' \(`kokoro-tvm voices` lists all 54\)$"):
+    assert (
+        str(err.value) == "unknown voice 'af_hart'; did you mean af_heart, af_sarah? (`kokoro-tvm voices` lists all 54)"
+    )
+    with pytest.raises(errors.UnknownVoiceError, match=r"^unknown voice 'xx' \(`kokoro-tvm voices` lists all 54\)$"):
         load_voice("jf_alpha:0.5,xx:0.5")
 
 
@@ -120,7 +124,7 @@ def test_unknown_voice_names_it_and_lists_close_matches(isolated):
     ],
 )
 def test_bad_blend_syntax_says_what_is_wrong(isolated, spec, problem):
-    with pytest.raises(ValueError) as err:
+    with pytest.raises(errors.InvalidVoiceError) as err:
         load_voice(spec)
     assert problem in str(err.value)
     assert "`kokoro-tvm voices` lists the voices" in str(err.value)

@@ -2,6 +2,7 @@
 against the ONNX initializers, F0 parity with ONNX Runtime, resolution order and errors.
 
 The rebuild runs once per module into a temporary cache (about 10 s on 2 cores)."""
+
 from __future__ import annotations
 
 import sys
@@ -9,11 +10,11 @@ import time
 
 import numpy as np
 import pytest
-
-from kokoro_tvm_ext.assets import errors, onnx_parts, weights
-from kokoro_tvm_ext.assets.onnx_parts import Part
-
 from assets_helpers import isolate, make_fake_hf_cache
+
+from kokoro_tvm_ext import errors
+from kokoro_tvm_ext.assets import onnx_parts, weights
+from kokoro_tvm_ext.assets.onnx_parts import Part
 
 torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")
@@ -134,15 +135,15 @@ def test_spot_checks_equal_dequantized_onnx_initializers(state, onnx_model):
     w_scale, w_zp = _init(m, n.input[8]), _init(m, n.input[9])
     H = 256
     w_fwd = ((W[0].astype(np.float32) - w_zp[0]) * w_scale[0]).T
-    onnx_gate = {g: w_fwd[k * H:(k + 1) * H] for k, g in enumerate("iofc")}
+    onnx_gate = {g: w_fwd[k * H : (k + 1) * H] for k, g in enumerate("iofc")}
     torch_w = state["predictor"]["lstm.weight_ih_l0"].numpy()
     for k, gate in enumerate("ifco"):  # torch order i, f, g(=c), o
-        np.testing.assert_array_equal(torch_w[k * H:(k + 1) * H], onnx_gate[gate])
-    b_hh_rev = B[1, 4 * H:]
-    onnx_bias = {g: b_hh_rev[k * H:(k + 1) * H] for k, g in enumerate("iofc")}
+        np.testing.assert_array_equal(torch_w[k * H : (k + 1) * H], onnx_gate[gate])
+    b_hh_rev = B[1, 4 * H :]
+    onnx_bias = {g: b_hh_rev[k * H : (k + 1) * H] for k, g in enumerate("iofc")}
     torch_b = state["predictor"]["lstm.bias_hh_l0_reverse"].numpy()
     for k, gate in enumerate("ifco"):
-        np.testing.assert_array_equal(torch_b[k * H:(k + 1) * H], onnx_bias[gate])
+        np.testing.assert_array_equal(torch_b[k * H : (k + 1) * H], onnx_bias[gate])
 
     # Float ConvTranspose with folded weight norm (dim 0 = input channels).
     n = _node(m, "/decoder/decoder/generator/ups.0/ConvTranspose")
@@ -265,14 +266,19 @@ def test_unloadable_explicit_file_gives_a_clear_error(isolated):
 def test_hexgrad_and_flat_layouts_are_normalized(kmodel):
     t = torch.zeros(2)
     assert weights.normalize_state_dict({"bert": {"module.a": t}, "decoder": {"b": t}}) == {
-        "bert": {"a": t}, "decoder": {"b": t}
+        "bert": {"a": t},
+        "decoder": {"b": t},
     }
     assert weights.normalize_state_dict({"module.bert.a.b": t, "decoder.c": t}) == {
-        "bert": {"a.b": t}, "decoder": {"c": t}
+        "bert": {"a.b": t},
+        "decoder": {"c": t},
     }
     with pytest.raises(errors.CorruptAssetError, match="entries KModel does not know: vocoder"):
         weights.normalize_state_dict({"vocoder": {"x": t}})
-    full = {k: dict(getattr(kmodel, k).state_dict()) for k in ("bert", "bert_encoder", "predictor", "text_encoder", "decoder")}
+    full = {
+        k: dict(getattr(kmodel, k).state_dict())
+        for k in ("bert", "bert_encoder", "predictor", "text_encoder", "decoder")
+    }
     del full["decoder"]["generator.conv_post.bias"]
     with pytest.raises(errors.CorruptAssetError, match=r"KModel\.decoder: missing 1 \(generator\.conv_post\.bias\)"):
         weights.load_state_dict_strict(kmodel, full)

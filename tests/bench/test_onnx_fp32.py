@@ -5,6 +5,7 @@ with onnxruntime's own dynamic quantizer, which emits the same integer ops as
 Kokoro's int8 export; ``dequantized_model`` must give back an integer-free graph
 that computes with the dequantized weights ``(q - zero_point) * scale``.
 """
+
 import numpy as np
 import pytest
 
@@ -33,14 +34,18 @@ def _fp32_model(rng) -> onnx.ModelProto:
         helper.make_node("Transpose", ["mm"], ["mm_t"], perm=[0, 2, 1]),
         helper.make_node("Conv", ["mm_t", "w_conv", "b_conv"], ["conv"], pads=[1, 1], kernel_shape=[3]),
         helper.make_node("Transpose", ["conv"], ["seq"], perm=[2, 0, 1]),  # [L, 1, C]
-        helper.make_node("LSTM", ["seq", "w_lstm", "r_lstm", "b_lstm"], ["y"], hidden_size=H,
-                         direction="bidirectional"),
+        helper.make_node(
+            "LSTM", ["seq", "w_lstm", "r_lstm", "b_lstm"], ["y"], hidden_size=H, direction="bidirectional"
+        ),
     ]
     graph = helper.make_graph(
-        nodes, "tiny",
+        nodes,
+        "tiny",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, L, C])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
-         helper.make_tensor_value_info("conv", TensorProto.FLOAT, None)],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+            helper.make_tensor_value_info("conv", TensorProto.FLOAT, None),
+        ],
         [numpy_helper.from_array(v, k) for k, v in inits.items()],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -57,8 +62,12 @@ def test_dequantized_graph_is_float_and_matches_the_fp32_model(tmp_path):
     rng = np.random.default_rng(0)
     fp32 = _fp32_model(rng)
     onnx.save(fp32, tmp_path / "fp32.onnx")
-    quantize_dynamic(tmp_path / "fp32.onnx", tmp_path / "int8.onnx", weight_type=QuantType.QInt8,
-                     op_types_to_quantize=["MatMul", "Conv", "LSTM"])
+    quantize_dynamic(
+        tmp_path / "fp32.onnx",
+        tmp_path / "int8.onnx",
+        weight_type=QuantType.QInt8,
+        op_types_to_quantize=["MatMul", "Conv", "LSTM"],
+    )
     int8 = onnx.load(tmp_path / "int8.onnx")
     assert INTEGER_OPS & {n.op_type for n in int8.graph.node}, "the quantizer produced no integer ops"
 

@@ -3,6 +3,7 @@
 The driver spawns workers with ``subprocess`` while it holds models and audio;
 ``ru_maxrss`` would start every worker at the driver's peak (it survives exec).
 """
+
 import subprocess
 import sys
 
@@ -17,9 +18,7 @@ TOUCH = "buf = bytearray({n} * {mib})\nfor i in range(0, len(buf), 4096):\n    b
 CHILD = (
     "import sys\n"
     "from kokoro_tvm_ext.benchmark.workers import peak_rss_mb\n"
-    "before = peak_rss_mb()\n"
-    + TOUCH.format(n=CHILD_MIB, mib=MIB)
-    + "print(before, peak_rss_mb())\n"
+    "before = peak_rss_mb()\n" + TOUCH.format(n=CHILD_MIB, mib=MIB) + "print(before, peak_rss_mb())\n"
 )
 PARENT = (
     "import subprocess, sys\n"

@@ -1,4 +1,5 @@
 """clamp converters against torch, including integer tensors with a missing bound."""
+
 from __future__ import annotations
 
 import numpy as np

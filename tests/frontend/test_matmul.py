@@ -1,4 +1,5 @@
 """mm / bmm / matmul / addmm / linear keep float64 (stock TVM computes them in float32)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -6,8 +7,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import kokoro_tvm_ext  # noqa: E402
 from tvm_build import build_vm, run_vm  # noqa: E402
+
+import kokoro_tvm_ext  # noqa: E402
 
 
 class Products(torch.nn.Module):

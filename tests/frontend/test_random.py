@@ -4,6 +4,7 @@ torch's generator cannot be matched, so these check the generator against a
 numpy Philox4x32-10 written here (itself checked on Random123's known-answer
 vectors), the distributions, [0, 1) ranges, shapes, dtypes and seeding.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,9 +14,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from tvm_build import build_vm, run_vm  # noqa: E402
+
 import kokoro_tvm_ext  # noqa: E402
 from kokoro_tvm_ext.frontend.random import PHILOX_M, PHILOX_W, philox_key  # noqa: E402
-from tvm_build import build_vm, run_vm  # noqa: E402
 
 
 def philox4x32_10(counters: np.ndarray, key: tuple[int, int]) -> list[np.ndarray]:
@@ -90,7 +92,11 @@ def test_distributions_shapes_and_dtypes(vm_seed0):
     rows = 40000
     rand, rand_like, randn_like, randn64, rand16 = run_vm(vm_seed0, np.zeros((rows, 3), np.float32))
     assert [o.shape for o in (rand, rand_like, randn_like, randn64, rand16)] == [
-        (rows, 3), (rows, 3), (rows, 3), (rows, 2), (rows,)
+        (rows, 3),
+        (rows, 3),
+        (rows, 3),
+        (rows, 2),
+        (rows,),
     ]
     dtypes = [o.dtype for o in (rand, randn_like, randn64, rand16)]
     assert dtypes == [np.float32, np.float32, np.float64, np.float16]

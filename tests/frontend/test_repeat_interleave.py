@@ -1,4 +1,5 @@
 """repeat_interleave.Tensor against torch, with data-dependent output length."""
+
 from __future__ import annotations
 
 import numpy as np

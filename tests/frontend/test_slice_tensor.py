@@ -1,4 +1,5 @@
 """slice.Tensor on symbolic axes, or with symbolic bounds: shapes stay known, values match torch."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -6,8 +7,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import kokoro_tvm_ext  # noqa: E402
 from tvm_build import build_vm, run_vm  # noqa: E402
+
+import kokoro_tvm_ext  # noqa: E402
 
 
 class Slices(torch.nn.Module):
@@ -86,7 +88,8 @@ class Embeddings(torch.nn.Module):
 def bert_exported():
     with torch.no_grad():
         return torch.export.export(
-            Embeddings().eval(), (torch.randint(0, 30, (2, 7)),),
+            Embeddings().eval(),
+            (torch.randint(0, 30, (2, 7)),),
             dynamic_shapes=({1: torch.export.Dim("T", max=512)},),
         )
 

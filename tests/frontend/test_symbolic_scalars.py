@@ -1,5 +1,6 @@
 """Python arithmetic on symbolic sizes (sym_float, truediv, trunc, floor, ceil,
 sym_max, sym_min) and tensors combined with a symbolic size, against torch."""
+
 from __future__ import annotations
 
 import math
@@ -10,8 +11,9 @@ import pytest
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
-import kokoro_tvm_ext  # noqa: E402
 from tvm_build import build_vm, run_vm  # noqa: E402
+
+import kokoro_tvm_ext  # noqa: E402
 
 
 class Sizes(torch.nn.Module):

@@ -1,4 +1,5 @@
 """The fused AdaIN kernel through TVM against torch: InstanceNorm1d + AdaIN + Snake / leaky_relu."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +8,6 @@ import tvm
 from tvm.script import ir as I
 from tvm.script import relax as R
 from tvm.script import tirx as T
-
 from tvm_build import build_vm
 
 torch = pytest.importorskip("torch")
@@ -38,7 +38,12 @@ class AdaIN:
                     R.prim_value(T.int64(1)),
                     R.prim_value(T.float64(EPS)),
                     R.prim_value(T.float64(0.0)),
-                    x, w, bias, scale, shift, alpha,
+                    x,
+                    w,
+                    bias,
+                    scale,
+                    shift,
+                    alpha,
                 ),
                 out_ty=R.Tensor((b, c, n), "float32"),
             )

@@ -1,4 +1,5 @@
 """kokoro_tvm_ext.batch_matmul: attention's activation x activation products, against torch."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +8,6 @@ import tvm
 from tvm.script import ir as I
 from tvm.script import relax as R
 from tvm.script import tirx as T
-
 from tvm_build import build_vm
 
 torch = pytest.importorskip("torch")

@@ -5,6 +5,7 @@ accumulation, so they must match torch on those rounded values tightly, and torc
 on the original f32 values loosely. Without it (or with KOKORO_TVM_EXT_NO_BF16=1)
 they unpack the weights and run in f32.
 """
+
 from __future__ import annotations
 
 import os
@@ -88,7 +89,7 @@ def test_layers_go_to_the_bf16_kernels(compiled):
     _, _, mod, _ = compiled
     with TARGET:
         text = tvm.transform.Sequential(plugin_passes(precision="bf16"))(mod).script(show_meta=False)
-    assert text.count("_bf16\"") == 1, text
+    assert text.count('_bf16"') == 1, text
     assert 'dtype="bfloat16"' not in text  # weights are constants, not parameters
 
 

@@ -1,4 +1,5 @@
 """The LSTM, both implementations, against torch.nn.LSTM with packed sequences."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -6,9 +7,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
+from tvm_build import build_vm, run_vm  # noqa: E402
 
 import kokoro_tvm_ext  # noqa: E402
-from tvm_build import build_vm, run_vm  # noqa: E402
 
 IMPLS = ["plugin", "tir"]
 T_DIM = torch.export.Dim("T", min=1, max=1024)
@@ -52,7 +53,7 @@ CASES = {
 
 
 def make_case(name: str):
-    I, H, L, bidir, batch_first, lengths, with_state = CASES[name]
+    I, H, L, bidir, batch_first, lengths, with_state = CASES[name]  # noqa: E741 (torch's names)
     torch.manual_seed(len(name))
     ref = nn.LSTM(I, H, num_layers=L, bidirectional=bidir, batch_first=batch_first).eval()
     plugin = nn.LSTM(I, H, num_layers=L, bidirectional=bidir, batch_first=batch_first).eval()

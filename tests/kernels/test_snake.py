@@ -1,4 +1,5 @@
 """The Rust path end to end: compiled Relax calls a Rust kernel via call_dps_packed."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +8,6 @@ import tvm
 from tvm.script import ir as I
 from tvm.script import relax as R
 from tvm.script import tirx as T
-
 from tvm_build import build_vm
 
 
@@ -24,9 +24,7 @@ class SnakeThenAdd:
         c = T.int64()
         n = T.int64()
         with R.dataflow():
-            y = R.call_dps_packed(
-                "kokoro_tvm_ext.snake", (x, alpha), out_ty=R.Tensor((b, c, n), "float32")
-            )
+            y = R.call_dps_packed("kokoro_tvm_ext.snake", (x, alpha), out_ty=R.Tensor((b, c, n), "float32"))
             z = R.add(y, x)
             R.output(z)
         return z
@@ -63,5 +61,5 @@ def test_bad_arguments_raise_named_errors(rng):
         snake(tvm.runtime.tensor(np.zeros((1, 4, 9))), tvm.runtime.tensor(np.ones((1, 4, 1), np.float32)), out)
     with pytest.raises(ValueError, match=r"snake: alpha: expected shape \[1, 4, 1\], got \[1, 3, 1\]"):
         snake(x, tvm.runtime.tensor(np.ones((1, 3, 1), np.float32)), out)
-    with pytest.raises(ValueError, match="Expected 3 arguments, got 2"):
+    with pytest.raises(ValueError, match=r"snake: expected 3 arguments \(x, alpha, out\), got 2"):
         snake(x, out)

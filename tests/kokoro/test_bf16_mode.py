@@ -5,6 +5,7 @@ inputs with f32 accumulation; elsewhere the same artifact runs them in f32.
 Either way the text stage stays f32, so the durations must be identical, and
 the audio is judged by its SNR against PyTorch's float32 audio.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -5,6 +5,7 @@ session. Durations must be identical; stage outputs within 1e-4 of PyTorch
 relative to their max; audio is judged against a float64 reference (see
 reference_float64) and must be no further from it than PyTorch float32 is.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -55,9 +56,7 @@ def test_text_stage_outputs_match_pytorch_up_to_the_longest_input(runtime, kokor
     # 509 and 510 once failed: the stage was compiled for 510 ids, boundary ids included.
     tokens, style = make_input(n_tokens, seed=7)
     ids = np.concatenate([[0], tokens, [0]])[None]
-    pred_dur, d, t_en = runtime._run(
-        "text_stage", ids, np.array([ids.shape[1]]), style, np.array([1.0], np.float32)
-    )
+    pred_dur, d, t_en = runtime._run("text_stage", ids, np.array([ids.shape[1]]), style, np.array([1.0], np.float32))
     with torch.no_grad():
         ids_t = torch.from_numpy(ids)
         want_d, want_dur = _durations(kokoro_model, ids_t, torch.from_numpy(style), 1.0)
@@ -80,8 +79,9 @@ def test_batch_of_mixed_lengths_equals_solo_runs(runtime):
 def test_a_batch_larger_than_the_compiled_one_is_split(runtime):
     assert runtime.max_batch == 64
     items = [make_input(1 + n % 3, seed=200 + n) for n in range(runtime.max_batch + 2)]
-    batch = runtime.synthesize_batch([t for t, _ in items], [s for _, s in items], [10.0] * len(items),
-                                     list(range(len(items))))
+    batch = runtime.synthesize_batch(
+        [t for t, _ in items], [s for _, s in items], [10.0] * len(items), list(range(len(items)))
+    )
     assert len(batch) == len(items)
     for n in (0, runtime.max_batch - 1, runtime.max_batch, runtime.max_batch + 1):
         solo_audio, solo_durations = runtime.synthesize(items[n][0], items[n][1], speed=10.0, noise_seed=n)

@@ -14,6 +14,7 @@ float64, so it does not hit those flips; measured 3e-5 vs 0.14 to 0.28).
 We also require the build to equal PyTorch running the same formulation
 (within 1e-4 of the output's max, the stage-output criterion of issue 3).
 """
+
 from __future__ import annotations
 
 import time
@@ -59,6 +60,7 @@ def compiled(exported):
 
 
 # --- pieces, eagerly ----------------------------------------------------------
+
 
 def test_resampling_equals_interpolate():
     import torch.nn.functional as F
@@ -128,6 +130,7 @@ def test_export_has_one_symbolic_frame_count(exported):
 
 # --- the compiled decoder -----------------------------------------------------
 
+
 def _inputs(frames, seed):
     inputs = kd.decoder_inputs(frames, seed=seed, noise_seed=None)
     inputs.update(kd.torch_noise(frames, seed))  # the noise kokoro draws after manual_seed(seed)
@@ -154,8 +157,10 @@ def test_compiled_decoder_matches_pytorch(compiled, decoder, wrapper, reference6
     torch_max, torch_rms = _errors(torch32, ref)
     record_property("tvm_seconds", tvm_seconds)
     record_property("errors_vs_float64", {"tvm": (ours_max, ours_rms), "torch_fp32": (torch_max, torch_rms)})
-    print(f"F={frames}: TVM {tvm_seconds:.2f} s; vs float64 max/rms: TVM {ours_max:.3g}/{ours_rms:.3g}, "
-          f"PyTorch fp32 {torch_max:.3g}/{torch_rms:.3g}")
+    print(
+        f"F={frames}: TVM {tvm_seconds:.2f} s; vs float64 max/rms: TVM {ours_max:.3g}/{ours_rms:.3g}, "
+        f"PyTorch fp32 {torch_max:.3g}/{torch_rms:.3g}"
+    )
     assert ours_max <= torch_max
     assert ours_rms <= torch_rms
 

@@ -1,4 +1,5 @@
 """The conv-based STFT / iSTFT equals torch.stft / torch.istft, eagerly and compiled."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -7,6 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tvm_build import build_vm, run_vm  # noqa: E402
+
 from kokoro_tvm_ext.kokoro.stft import ConvSTFT  # noqa: E402
 
 N_FFT, HOP = 20, 5  # Kokoro-82M's gen_istft_n_fft / gen_istft_hop_size

@@ -4,6 +4,7 @@ A library cut short (an interrupted copy) used to kill the process with a bus
 error inside dlopen, and mapped weights cut short would do the same on first
 touch; meta.json records both files' sizes and sha256 and loading checks them first.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,16 +17,9 @@ import textwrap
 import pytest
 
 from kokoro_tvm_ext import file_hash
+from kokoro_tvm_ext.errors import ArtifactCorruptError, ArtifactMissingError
 from kokoro_tvm_ext.runtime import artifact
-from kokoro_tvm_ext.runtime.artifact import (
-    LIBRARY,
-    META,
-    WEIGHTS,
-    VERIFIED_STAMP,
-    CorruptArtifactError,
-    MissingArtifactError,
-    load_checked_meta,
-)
+from kokoro_tvm_ext.runtime.artifact import LIBRARY, META, VERIFIED_STAMP, WEIGHTS, load_checked_meta
 
 
 def load_in_subprocess(out_dir) -> subprocess.CompletedProcess:
@@ -73,7 +67,7 @@ def test_a_truncated_file_is_refused_without_a_crash(small_artifact, tmp_path, c
     damaged = copy_artifact(small_artifact, tmp_path / "cut", cut=cut, keep_bytes=keep)
     result = load_in_subprocess(damaged)
     assert result.returncode == 3, (result.returncode, result.stdout, result.stderr[-2000:])
-    assert result.stdout.startswith("CorruptArtifactError: ")
+    assert result.stdout.startswith("ArtifactCorruptError: ")
     assert str(damaged / cut) in result.stdout
     assert f"is {keep} bytes but meta.json records" in result.stdout
     assert "compile again" in result.stdout
@@ -89,7 +83,7 @@ def test_an_altered_file_of_the_same_size_is_refused(small_artifact, tmp_path, a
         f.write(bytes([byte[0] ^ 0xFF]))
     result = load_in_subprocess(altered)
     assert result.returncode == 3, (result.returncode, result.stdout, result.stderr[-2000:])
-    assert result.stdout.startswith("CorruptArtifactError: ")
+    assert result.stdout.startswith("ArtifactCorruptError: ")
     assert "does not match the sha256 in meta.json" in result.stdout and str(altered / altered_file) in result.stdout
 
 
@@ -99,16 +93,16 @@ def test_a_missing_file_is_named(tmp_path, missing):
     (tmp_path / WEIGHTS).write_bytes(b"\0" * 64)
     artifact.write_meta(tmp_path, {"tvm": "x"})
     (tmp_path / missing).unlink()
-    with pytest.raises(MissingArtifactError, match=f"missing {missing}"):
+    with pytest.raises(ArtifactMissingError, match=f"missing {missing}"):
         load_checked_meta(tmp_path)
-    assert issubclass(MissingArtifactError, FileNotFoundError)
+    assert issubclass(ArtifactMissingError, FileNotFoundError)
 
 
 def test_corrupt_meta_is_named(tmp_path):
     (tmp_path / LIBRARY).write_bytes(b"\x7fELF")
     (tmp_path / WEIGHTS).write_bytes(b"")
     (tmp_path / META).write_text('{"format_version": 4, "library_')
-    with pytest.raises(CorruptArtifactError, match=f"{META} is corrupt .*compile again"):
+    with pytest.raises(ArtifactCorruptError, match=f"{META} is corrupt .*compile again"):
         load_checked_meta(tmp_path)
 
 
@@ -129,6 +123,6 @@ def test_a_verified_hash_is_remembered_until_the_file_changes(tmp_path, monkeypa
     stat = library.stat()
     library.write_bytes(b"LIBRARY BYTES " * 1000)
     os.utime(library, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
-    with pytest.raises(CorruptArtifactError, match="does not match the sha256"):
+    with pytest.raises(ArtifactCorruptError, match="does not match the sha256"):
         load_checked_meta(tmp_path)
     assert len(hashed) == 3

@@ -4,6 +4,7 @@ Reference: the process's VmRSS from /proc, in a fresh subprocess. Freed blocks
 held between live ones cannot be returned by free() itself (only the heap's top
 is), so RSS stays up until the trim.
 """
+
 from __future__ import annotations
 
 import json

@@ -4,6 +4,7 @@ Each check runs in a fresh process (this one has both loaded) and reads that pro
 ``sys.modules`` and ``/proc/self/maps``: torch is installed here, so anything that imports
 it when it can would show. The server process is checked in tests/serve/test_lean_server.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -11,7 +12,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,11 +32,16 @@ REPORT = textwrap.dedent("""
 
 
 def run_and_report(code: str, env: dict | None = None) -> dict:
-    result = subprocess.run([sys.executable, "-c", code + REPORT], capture_output=True, text=True, timeout=600,
-                            env={**os.environ, **(env or {})})
+    result = subprocess.run(
+        [sys.executable, "-c", code + REPORT],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     (line,) = [ln for ln in result.stdout.splitlines() if ln.startswith("REPORT ")]
-    return json.loads(line[len("REPORT "):])
+    return json.loads(line[len("REPORT ") :])
 
 
 @pytest.fixture
@@ -50,9 +55,17 @@ def cache_with_artifact(small_artifact, tmp_path):
     cache = tmp_path / "cache"
     env = {"KOKORO_TVM_CACHE": str(cache)}
     fingerprint = subprocess.run(
-        [sys.executable, "-c", "import sys; from kokoro_tvm_ext.assets.weights import locate; "
-         "print(locate(sys.argv[1]).fingerprint())", str(weights)],
-        capture_output=True, text=True, check=True, env={**os.environ, **env}).stdout.strip()
+        [
+            sys.executable,
+            "-c",
+            "import sys; from kokoro_tvm_ext.assets.weights import locate; print(locate(sys.argv[1]).fingerprint())",
+            str(weights),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, **env},
+    ).stdout.strip()
     entry = cache / "artifacts" / artifact_key(fingerprint)
     entry.parent.mkdir(parents=True)
     entry.symlink_to(small_artifact)
@@ -64,8 +77,20 @@ def cache_with_artifact(small_artifact, tmp_path):
 def test_say_with_a_cached_artifact_loads_neither_torch_nor_the_compiler(cache_with_artifact, tmp_path):
     env, weights, voice = cache_with_artifact
     out = tmp_path / "hello.wav"
-    argv = ["say", "Hello world, this is a record of 42 things.", "--weights", str(weights), "--voice", str(voice),
-            "--lang", "en-us", "--speed", "4", "-o", str(out)]
+    argv = [
+        "say",
+        "Hello world, this is a record of 42 things.",
+        "--weights",
+        str(weights),
+        "--voice",
+        str(voice),
+        "--lang",
+        "en-us",
+        "--speed",
+        "4",
+        "-o",
+        str(out),
+    ]
     report = run_and_report(f"from kokoro_tvm_ext.cli import main\nassert main({argv!r}) == 0\n", env)
     assert report == {"modules": [], "libraries": [], "tvm_loaded": True}, report
     assert out.stat().st_size > 1000
@@ -112,7 +137,8 @@ def test_compiling_after_a_runtime_only_import_is_a_clear_error(small_artifact):
 
 def test_a_library_imported_with_torch_hidden_sees_none_and_torch_imports_afterwards(tmp_path):
     (tmp_path / "wants_torch.py").write_text(
-        "try:\n    import torch\n    HAS_TORCH = True\nexcept ImportError:\n    HAS_TORCH = False\n")
+        "try:\n    import torch\n    HAS_TORCH = True\nexcept ImportError:\n    HAS_TORCH = False\n"
+    )
     code = textwrap.dedent("""
         import sys
         from kokoro_tvm_ext.torch_free import torch_hidden
@@ -125,8 +151,13 @@ def test_a_library_imported_with_torch_hidden_sees_none_and_torch_imports_afterw
         assert again is torch
         print("OK")
     """)
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])})
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])},
+    )
     assert result.stdout.strip() == "OK", result.stderr[-2000:]
 
 
@@ -169,8 +200,10 @@ def test_the_cpu_id_names_vendor_family_model_and_a_hash_of_the_flags(tmp_path):
 
 
 def test_the_artifact_key_needs_no_tvm():
-    code = ("import sys\nfrom kokoro_tvm_ext.artifact_cache import artifact_key\n"
-            "print(artifact_key('w' * 64))\nassert 'tvm' not in sys.modules, 'tvm was imported'\n")
+    code = (
+        "import sys\nfrom kokoro_tvm_ext.artifact_cache import artifact_key\n"
+        "print(artifact_key('w' * 64))\nassert 'tvm' not in sys.modules, 'tvm was imported'\n"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     from kokoro_tvm_ext.artifact_cache import artifact_key

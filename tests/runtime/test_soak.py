@@ -5,6 +5,7 @@ behind (64 MB per call on the real model, 22 GB after 300 calls); KokoroTVM now
 allocates through the naive allocator. The pooled run is the control: it shows
 the test can tell the two apart.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,9 @@ SOAK = textwrap.dedent("""
 
 
 def soak(artifact, allocator: str, calls: int) -> dict[int, float]:
-    result = subprocess.run([sys.executable, "-c", SOAK, str(artifact), allocator, str(calls)],
-                            capture_output=True, text=True, timeout=1800)
+    result = subprocess.run(
+        [sys.executable, "-c", SOAK, str(artifact), allocator, str(calls)], capture_output=True, text=True, timeout=1800
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return {int(k): v for k, v in json.loads(result.stdout.splitlines()[-1]).items()}
 

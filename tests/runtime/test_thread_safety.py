@@ -3,6 +3,7 @@
 Four threads on one instance used to crash the process (the Relax VM keeps
 per-call state); the instance now serializes its VM calls.
 """
+
 from __future__ import annotations
 
 import threading
@@ -60,6 +61,7 @@ def test_eight_threads_on_one_instance_equal_solo_runs(runtime):
             for j in range(k, len(inputs), 8):
                 tokens, style, seed = inputs[j]
                 got[j] = runtime.synthesize(tokens, style, speed=SPEED, noise_seed=seed)
+
         return job
 
     run_threads([worker(k) for k in range(8)])
@@ -74,17 +76,21 @@ def test_threads_mixing_batches_and_single_calls(runtime):
     batch_out, single_out = [], [None] * 3
 
     def batch():
-        batch_out.extend(runtime.synthesize_batch([t for t, _, _ in inputs[:3]], [s for _, s, _ in inputs[:3]],
-                                                  [SPEED] * 3, [0, 1, 2]))
+        batch_out.extend(
+            runtime.synthesize_batch(
+                [t for t, _, _ in inputs[:3]], [s for _, s, _ in inputs[:3]], [SPEED] * 3, [0, 1, 2]
+            )
+        )
 
     def single(j):
-        return lambda: single_out.__setitem__(j - 3, runtime.synthesize(*inputs[j][:2], speed=SPEED,
-                                                                        noise_seed=j)[0])
+        return lambda: single_out.__setitem__(j - 3, runtime.synthesize(*inputs[j][:2], speed=SPEED, noise_seed=j)[0])
 
     run_threads([batch, single(3), single(4), single(5)])
-    # A batch equals its solo runs to rounding (padding changes the text stage's GEMM shapes).
+    # A batch equals its solo runs to rounding (padding changes the text stage's GEMM shapes): within
+    # one step of the 16-bit audio users get. 1e-5 of the peak held with AVX-512 kernels; the AVX2
+    # ones (AMD Zen 3) put one sample in 106,200 at 9.7e-6 of a 1.0 peak.
     for (audio, _), want in zip(batch_out, solo[:3]):
-        np.testing.assert_allclose(audio, want, rtol=0, atol=1e-5 * np.abs(want).max())
+        np.testing.assert_allclose(audio, want, rtol=0, atol=1 / 32768)
     for audio, want in zip(single_out, solo[3:]):
         np.testing.assert_array_equal(audio, want)
 
@@ -99,6 +105,7 @@ def test_two_instances_in_two_threads_share_the_kernels_pool(small_artifact, run
         def job():
             for j in range(k, len(inputs), 2):
                 got[j] = tts.synthesize(inputs[j][0], inputs[j][1], speed=SPEED, noise_seed=j)[0]
+
         return job
 
     run_threads([worker(runtime, 0), worker(other, 1)])

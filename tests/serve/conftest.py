@@ -4,8 +4,10 @@ The artifact is the session's ``small_artifact`` (tests/conftest.py: Kokoro's re
 config, random weights, seed 0, cached across runs). Random weights speak ~25 frames per token at speed 1, so requests
 use speed 4 to keep the frame count (and test time) small.
 """
+
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -41,34 +43,57 @@ def runtime(artifact):
     return KokoroTVM(artifact)
 
 
-@pytest.fixture(scope="session")
-def server_process(artifact, tmp_path_factory):
-    """A live server: (its process, its base URL); its log is printed if it fails to start."""
+@contextlib.contextmanager
+def running_server(artifact: Path, log_path: Path, env_overrides: dict | None = None):
+    """`kokoro-tvm serve` on ``artifact`` on a free loopback port: (its process, its base URL).
+    Its log is printed if it fails to start."""
     import kokoro_tvm_ext
 
     port = _free_port()
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(kokoro_tvm_ext.__file__).parent.parent),
-                                         env.get("PYTHONPATH", "")])
-    log_path = tmp_path_factory.mktemp("serve") / "server.log"
+    env = {**os.environ, **(env_overrides or {})}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(kokoro_tvm_ext.__file__).parent.parent), env.get("PYTHONPATH", "")])
     log = open(log_path, "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kokoro_tvm_ext.cli", "serve", "--artifact", str(artifact), "--port", str(port),
-         "--max-input-chars", "2000", "--log-level", "info"],
-        stdout=log, stderr=subprocess.STDOUT, env=env)
+        [
+            sys.executable,
+            "-m",
+            "kokoro_tvm_ext.cli",
+            "serve",
+            "--artifact",
+            str(artifact),
+            "--port",
+            str(port),
+            "--max-input-chars",
+            "2000",
+            "--log-level",
+            "info",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until_healthy(url, proc, timeout=180)
     except RuntimeError as err:
         proc.kill()
         pytest.fail(f"server {err}:\n{log_path.read_text()[-3000:]}")
-    yield proc, url
-    proc.terminate()
     try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+        yield proc, url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def server_process(artifact, tmp_path_factory):
+    """A live server: (its process, its base URL)."""
+    with running_server(artifact, tmp_path_factory.mktemp("serve") / "server.log") as started:
+        yield started
 
 
 @pytest.fixture(scope="session")

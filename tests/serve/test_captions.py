@@ -1,4 +1,5 @@
 """/dev/captioned_speech: the words of the input, in order, at the times the durations give."""
+
 from __future__ import annotations
 
 import base64
@@ -36,11 +37,15 @@ def expected_times(runtime, voice, text=TEXT, first_clause=True, seed=0):
     vocab = load_config()["vocab"]
     pack = load_voice(voice)
     out, offset = [], 0
-    for i, chunk in enumerate(chunk_words(phonemize_words(text), vocab, first_clause=first_clause,
-                                             first_chunk_tokens=Limits().first_chunk_tokens)):
+    for i, chunk in enumerate(
+        chunk_words(
+            phonemize_words(text), vocab, first_clause=first_clause, first_chunk_tokens=Limits().first_chunk_tokens
+        )
+    ):
         tokens = tokenize(chunk.phonemes, vocab)
-        _, dur = runtime.synthesize(np.array(tokens, np.int64), style_for(pack, len(tokens)), speed=SPEED,
-                                    noise_seed=seed + i)
+        _, dur = runtime.synthesize(
+            np.array(tokens, np.int64), style_for(pack, len(tokens)), speed=SPEED, noise_seed=seed + i
+        )
         ends = offset + np.cumsum(dur)  # frame where each id ends; ids: BOS, tokens..., EOS
         pos = 0  # tokens consumed so far
         for j, w in enumerate(chunk.words):
@@ -82,8 +87,12 @@ def test_each_time_is_within_one_frame_of_the_durations(one_shot, runtime, voice
 
 
 def test_streamed_captions_come_per_chunk_and_add_up_to_the_one_shot(server, voice, one_shot):
-    with httpx.stream("POST", f"{server}/dev/captioned_speech", timeout=120,
-                      json={"input": TEXT, "voice": voice, "response_format": "pcm", "speed": SPEED}) as r:
+    with httpx.stream(
+        "POST",
+        f"{server}/dev/captioned_speech",
+        timeout=120,
+        json={"input": TEXT, "voice": voice, "response_format": "pcm", "speed": SPEED},
+    ) as r:
         assert r.status_code == 200
         lines = [json.loads(line) for line in r.iter_lines() if line.strip()]
     assert len(lines) >= 2

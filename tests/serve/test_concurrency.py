@@ -1,4 +1,5 @@
 """Many clients at once on one model: all served, a disconnect cancels its work, first chunks go first."""
+
 from __future__ import annotations
 
 import time
@@ -33,7 +34,8 @@ def test_sixteen_concurrent_requests_all_succeed_with_their_own_audio(openai_cli
 
     def one(i):
         with openai_client.audio.speech.with_streaming_response.create(
-                model="kokoro", voice=voice, input=TEXTS[i % 4], response_format="pcm", speed=SPEED) as r:
+            model="kokoro", voice=voice, input=TEXTS[i % 4], response_format="pcm", speed=SPEED
+        ) as r:
             return TEXTS[i % 4], b"".join(r.iter_bytes())
 
     with ThreadPoolExecutor(16) as pool:
@@ -49,8 +51,12 @@ def test_sixteen_concurrent_requests_all_succeed_with_their_own_audio(openai_cli
 def test_a_client_that_disconnects_mid_stream_has_its_work_cancelled(server, voice):
     before = stats(server)
     text = " ".join(f"This is sentence number {n}." for n in range(1, 31))
-    with httpx.stream("POST", f"{server}/v1/audio/speech", timeout=120,
-                      json={"input": text, "voice": voice, "response_format": "pcm", "speed": SPEED}) as r:
+    with httpx.stream(
+        "POST",
+        f"{server}/v1/audio/speech",
+        timeout=120,
+        json={"input": text, "voice": voice, "response_format": "pcm", "speed": SPEED},
+    ) as r:
         assert r.status_code == 200
         first = next(r.iter_raw())
         assert first
@@ -68,8 +74,11 @@ def test_a_client_that_gives_up_on_a_whole_response_has_its_work_cancelled(serve
     before = stats(server)
     text = " ".join(f"This is sentence number {n}." for n in range(1, 31))
     with pytest.raises(httpx.ReadTimeout):  # the client hangs up after a second
-        httpx.post(f"{server}{path}", timeout=httpx.Timeout(60, read=1.0),
-                   json={"input": text, "voice": voice, "response_format": "pcm", "speed": SPEED, "stream": False})
+        httpx.post(
+            f"{server}{path}",
+            timeout=httpx.Timeout(60, read=1.0),
+            json={"input": text, "voice": voice, "response_format": "pcm", "speed": SPEED, "stream": False},
+        )
     now = wait_until_cancelled(server, before)
     assert now["chunks_cancelled"] - before["chunks_cancelled"] >= 20
     ok = speech(server, input="Still fine.", voice=voice, response_format="pcm", stream=False)
@@ -99,6 +108,7 @@ def test_first_chunks_go_before_later_chunks_of_a_long_request(runtime):
             order.append((name, index))
             if name == "long" and index == total - 1:
                 done.set()
+
         return deliver
 
     try:
@@ -143,6 +153,7 @@ def test_a_batch_of_first_chunks_delivers_each_as_soon_as_its_audio_is_made(runt
             events.append(("delivered", k))
             got[k] = result[0]
             delivered.release()
+
         return deliver
 
     try:

@@ -1,9 +1,10 @@
 """Bad requests: the right 4xx, OpenAI's error JSON, a message naming the problem; the server keeps serving."""
+
 from __future__ import annotations
 
 import httpx
 import pytest
-from conftest import speech
+from conftest import running_server, speech
 
 
 def error_of(r: httpx.Response, status: int) -> dict:
@@ -22,22 +23,50 @@ def test_unknown_voice_is_400_with_close_matches(server, voice):
     typo = voice[:-1] + ("x" if voice[-1] != "x" else "y")
     err = error_of(speech(server, input="Hi.", voice=typo), 400)
     assert typo in err["message"] and voice in err["message"] and err["param"] == "voice"
+    assert (err["type"], err["code"]) == ("invalid_request_error", "voice_not_found")
     err = error_of(speech(server, input="Hi.", voice=f"{voice}(2)+"), 400)
-    assert "blend" in err["message"]
+    assert "blend" in err["message"] and (err["param"], err["code"]) == ("voice", "invalid_voice")
 
 
-@pytest.mark.parametrize("field, value, words", [
-    ("input", "   ", "empty"),
-    ("speed", 9.0, "less than or equal to 4"),
-    ("speed", 0.1, "greater than or equal to 0.25"),
-    ("response_format", "ogg", "mp3"),
-    ("model", "whisper-1", "tts-1"),
-    ("lang_code", "q", "unknown language 'q'"),
-])
+@pytest.mark.parametrize(
+    "field, value, words",
+    [
+        ("input", "   ", "empty"),
+        ("speed", 9.0, "less than or equal to 4"),
+        ("speed", 0.1, "greater than or equal to 0.25"),
+        ("response_format", "ogg", "mp3"),
+        ("model", "whisper-1", "tts-1"),
+        ("lang_code", "q", "unknown language 'q'"),
+    ],
+)
 def test_bad_fields_are_400_naming_the_field(server, voice, field, value, words):
     body = {"input": "Hi.", "voice": voice, field: value}
     err = error_of(speech(server, **body), 400)
     assert err["param"] == field and words in err["message"], err
+
+
+def test_input_errors_name_their_field_and_kind(server, voice):
+    err = error_of(speech(server, input="Hi.", voice=voice, lang_code="q"), 400)
+    assert (err["param"], err["type"], err["code"]) == ("lang_code", "invalid_request_error", "invalid_value")
+
+
+def test_a_missing_voice_asset_is_503_and_the_server_keeps_serving(artifact, tmp_path, monkeypatch):
+    """A voice the server lists but whose pack cannot be installed: the server's problem, not the request's."""
+    from kokoro_tvm_ext.assets import list_voices, sdist_voices
+
+    env = {
+        "KOKORO_TVM_CACHE": str(tmp_path / "empty-cache"),
+        sdist_voices.SDIST_ENV: str(tmp_path / "no-such-sdist.tar.gz"),
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    sources = {v.name: v.source for v in list_voices()}
+    if sources.get("af_heart") != sdist_voices.SOURCE:
+        pytest.skip(f"af_heart comes from {sources.get('af_heart')}, not the voice sdist")
+    with running_server(artifact, tmp_path / "server.log", env) as (_, url):
+        err = error_of(speech(url, input="Hi.", voice="af_heart"), 503)
+        assert "no-such-sdist.tar.gz does not exist" in err["message"] and err["type"] == "server_error"
+        assert httpx.get(f"{url}/health").status_code == 200
 
 
 def test_bodies_that_are_not_requests(server):

@@ -1,11 +1,11 @@
 """The server process runs on TVM's runtime alone: neither torch nor TVM's compiler is mapped
 into it after it has spoken (tests/runtime/test_lean_runtime.py checks `say` and the runtime)."""
+
 from __future__ import annotations
 
 import sys
 
 import pytest
-
 from conftest import speech
 
 

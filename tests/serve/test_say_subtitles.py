@@ -1,4 +1,5 @@
 """`kokoro-tvm say --subtitles`: cues at the word times the durations give (VTT rendering: test_timestamps)."""
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,24 @@ def run_say(artifact, voice, *args):
 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(Path(kokoro_tvm_ext.__file__).parent.parent), env.get("PYTHONPATH", "")])
-    return subprocess.run([sys.executable, "-m", "kokoro_tvm_ext.cli", "say", *args, "--artifact", str(artifact),
-                           "--voice", voice, "--speed", str(SPEED)], env=env, capture_output=True, timeout=600)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kokoro_tvm_ext.cli",
+            "say",
+            *args,
+            "--artifact",
+            str(artifact),
+            "--voice",
+            voice,
+            "--speed",
+            str(SPEED),
+        ],
+        env=env,
+        capture_output=True,
+        timeout=600,
+    )
 
 
 def seconds(clock: str) -> float:
@@ -45,5 +62,5 @@ def test_srt_cues_follow_the_durations(artifact, voice, runtime, tmp_path):
 
 def test_bad_subtitle_path_fails_before_writing_anything(artifact, voice, tmp_path):
     bad = run_say(artifact, voice, "Hi.", "-o", str(tmp_path / "b.wav"), "--subtitles", str(tmp_path / "x.txt"))
-    assert bad.returncode == 1 and b".srt or .vtt" in bad.stderr
+    assert bad.returncode == 2 and b".srt or .vtt" in bad.stderr  # an input error
     assert not (tmp_path / "b.wav").exists()

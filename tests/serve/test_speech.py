@@ -1,5 +1,6 @@
 """/v1/audio/speech over a real socket: every format decodes to the right audio, streams equal one-shot
 responses, the official openai client works, and the listing endpoints answer."""
+
 from __future__ import annotations
 
 import io
@@ -43,8 +44,9 @@ def test_pcm_is_the_chunks_audio_back_to_back(reference_pcm, runtime, voice):
     vocab = load_config()["vocab"]
     pack = load_voice(voice)
     parts = []
-    for i, chunk in enumerate(chunk_words(phonemize_words(TEXT), vocab, first_clause=True,
-                                             first_chunk_tokens=Limits().first_chunk_tokens)):
+    for i, chunk in enumerate(
+        chunk_words(phonemize_words(TEXT), vocab, first_clause=True, first_chunk_tokens=Limits().first_chunk_tokens)
+    ):
         tokens = np.array(tokenize(chunk.phonemes, vocab), np.int64)
         audio, _ = runtime.synthesize(tokens, style_for(pack, len(tokens)), speed=SPEED, noise_seed=i)
         parts.append(audio)
@@ -53,8 +55,12 @@ def test_pcm_is_the_chunks_audio_back_to_back(reference_pcm, runtime, voice):
 
 
 def test_streamed_pcm_equals_the_one_shot_response_sample_for_sample(server, voice, reference_pcm):
-    with httpx.stream("POST", f"{server}/v1/audio/speech", timeout=120,
-                      json={"input": TEXT, "voice": voice, "response_format": "pcm", "speed": SPEED}) as r:
+    with httpx.stream(
+        "POST",
+        f"{server}/v1/audio/speech",
+        timeout=120,
+        json={"input": TEXT, "voice": voice, "response_format": "pcm", "speed": SPEED},
+    ) as r:
         assert r.status_code == 200
         pieces = [p for p in r.iter_raw() if p]
     assert len(pieces) >= 2, "the response came in one piece: not streamed"
@@ -70,7 +76,7 @@ def test_every_format_decodes_to_24khz_audio_of_the_right_length(server, voice, 
     if fmt == "opus":
         # libopus always decodes at 48 kHz; the stream's header records the 24 kHz input rate.
         head = r.content.index(b"OpusHead")
-        assert int.from_bytes(r.content[head + 12:head + 16], "little") == SAMPLE_RATE
+        assert int.from_bytes(r.content[head + 12 : head + 16], "little") == SAMPLE_RATE
         assert rate == 48000
         audio = audio[::2]
     else:
@@ -78,13 +84,15 @@ def test_every_format_decodes_to_24khz_audio_of_the_right_length(server, voice, 
     n = len(reference_pcm)
     assert n <= len(audio) <= n + PADDING[fmt], f"{fmt}: {len(audio)} samples, want {n}"
     if fmt in ("wav", "flac"):  # lossless: the very same samples
-        np.testing.assert_array_equal(np.round(audio * 32768).astype(np.int16) if audio.dtype != np.int16
-                                      else audio, reference_pcm)
+        np.testing.assert_array_equal(
+            np.round(audio * 32768).astype(np.int16) if audio.dtype != np.int16 else audio, reference_pcm
+        )
 
 
 def test_openai_client_streams_speech(openai_client, voice, reference_pcm):
     with openai_client.audio.speech.with_streaming_response.create(
-            model="tts-1", voice=voice, input=TEXT, response_format="pcm", speed=SPEED) as response:
+        model="tts-1", voice=voice, input=TEXT, response_format="pcm", speed=SPEED
+    ) as response:
         data = b"".join(response.iter_bytes())
     np.testing.assert_array_equal(pcm(data), reference_pcm)
 

@@ -1,7 +1,9 @@
 """Word timings from durations, word-level G2P and chunking, subtitles: no server needed."""
+
 from __future__ import annotations
 
 import pytest
+
 from kokoro_tvm_ext.assets import Word, count_tokens, load_config, phonemize, phonemize_words
 from kokoro_tvm_ext.speech_chunks import chunk_words
 from kokoro_tvm_ext.subtitles import render
@@ -22,7 +24,10 @@ def test_timings_split_spaces_in_half_and_start_after_the_boundary_id():
     # In frames: BOS ends at 4; "Hi" 4..10; the space 10..16 (middle 13); "there" 16..22; "." 22..27.
     got = word_timings(words, durations, VOCAB)
     assert [(t.word, t.start_time, t.end_time) for t in got] == [
-        ("Hi", 4 * 0.025, 13 * 0.025), ("there", 13 * 0.025, 22 * 0.025), (".", 22 * 0.025, 27 * 0.025)]
+        ("Hi", 4 * 0.025, 13 * 0.025),
+        ("there", 13 * 0.025, 22 * 0.025),
+        (".", 22 * 0.025, 27 * 0.025),
+    ]
     shifted = word_timings(words, durations, VOCAB, offset_seconds=2.0)
     assert shifted[0].start_time == pytest.approx(2.1)
 
@@ -54,17 +59,23 @@ def test_chunks_cover_every_word_once_in_order_within_the_limit(text, max_tokens
 def test_first_chunk_is_the_first_clause_then_one_chunk_per_sentence():
     chunks = chunk_words(phonemize_words(TEXTS[0] + " Another one. And a third!"), VOCAB, first_clause=True)
     assert [c.text for c in chunks] == ["Hello world,", "this is a test.", "Another one.", "And a third!"]
-    capped = chunk_words(phonemize_words("One two three four five six seven."), VOCAB, first_clause=True,
-                         first_chunk_tokens=10)
+    capped = chunk_words(
+        phonemize_words("One two three four five six seven."), VOCAB, first_clause=True, first_chunk_tokens=10
+    )
     assert count_tokens(capped[0].phonemes, VOCAB) <= 10 and len(capped) == 2
 
 
 def test_subtitles_srt_and_vtt():
-    timings = [WordTiming("Hello", 0.1, 0.5), WordTiming("world", 0.5, 1.0, False), WordTiming(".", 1.0, 1.25),
-               WordTiming("Bye", 1.25, 3723.5, False), WordTiming("!", 3723.5, 3723.75)]
+    timings = [
+        WordTiming("Hello", 0.1, 0.5),
+        WordTiming("world", 0.5, 1.0, False),
+        WordTiming(".", 1.0, 1.25),
+        WordTiming("Bye", 1.25, 3723.5, False),
+        WordTiming("!", 3723.5, 3723.75),
+    ]
     assert render(timings, ".srt") == (
-        "1\n00:00:00,100 --> 00:00:01,250\nHello world.\n\n"
-        "2\n00:00:01,250 --> 01:02:03,750\nBye!\n")
+        "1\n00:00:00,100 --> 00:00:01,250\nHello world.\n\n2\n00:00:01,250 --> 01:02:03,750\nBye!\n"
+    )
     assert render(timings, ".vtt") == (
-        "WEBVTT\n\n00:00:00.100 --> 00:00:01.250\nHello world.\n\n"
-        "00:00:01.250 --> 01:02:03.750\nBye!\n")
+        "WEBVTT\n\n00:00:00.100 --> 00:00:01.250\nHello world.\n\n00:00:01.250 --> 01:02:03.750\nBye!\n"
+    )

@@ -38,9 +38,10 @@
 //! rayon's global pool; a row of `x` that is not contiguous along `L` is
 //! gathered first.
 use rayon::prelude::*;
-use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, TensorView, TYPE_ERROR, VALUE_ERROR};
+use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, TensorView, VALUE_ERROR};
 
-use crate::gemm::{flag_arg, int_in, overlaps, span, tensor_arg};
+use crate::args::{no_overlap, span, Cursor};
+use crate::interface;
 use crate::isa::Isa;
 use crate::sin::{needs_slow_path, sin_fast, sin_slow};
 use crate::tensor::{byte_span, check_dtype, expect_shape, input, output, shape_of, strided_input};
@@ -63,34 +64,23 @@ pub fn function() -> Function {
     })
 }
 
-fn float_arg(arg: AnyView, what: &str) -> Result<f64> {
-    match f64::try_from(arg) {
-        Ok(v) => Ok(v),
-        Err(e) => bail!(TYPE_ERROR, "{what}: expected a float, {}", e.message()),
-    }
-}
-
 /// Parses and validates the packed arguments, then runs the kernel.
 pub fn adain_packed(args: &[AnyView]) -> Result<()> {
-    ensure!(
-        args.len() >= 4,
-        VALUE_ERROR,
-        "adain: expected at least 4 arguments (act, has_norm_affine, eps, slope), got {}",
-        args.len()
-    );
-    let act = int_in(args[0], "adain: act", 0, 2)?;
-    let affine = flag_arg(args[1], "adain: has_norm_affine")?;
-    let eps = float_arg(args[2], "adain: eps")?;
+    let mut c = Cursor::new(&interface::ADAIN, args)?;
+    let act = c.int_in("act", 0, 2)?;
+    let affine = c.flag("has_norm_affine")?;
+    let eps = c.float("eps")?;
     ensure!(
         eps.is_finite() && eps >= 0.0,
         VALUE_ERROR,
         "adain: eps: expected a finite value >= 0, got {eps}"
     );
+    // Always passed; only leaky_relu reads it.
+    let slope = c.float("slope")?;
     let activation = match act {
         0 => Activation::None,
         1 => Activation::Snake,
         _ => {
-            let slope = float_arg(args[3], "adain: slope")?;
             ensure!(
                 slope.is_finite(),
                 VALUE_ERROR,
@@ -99,38 +89,19 @@ pub fn adain_packed(args: &[AnyView]) -> Result<()> {
             Activation::LeakyRelu(slope as f32)
         }
     };
-    let snake = activation == Activation::Snake;
-    let expected = 4 + 1 + 2 * affine as usize + 2 + snake as usize + 1;
-    ensure!(
-        args.len() == expected,
-        VALUE_ERROR,
-        "adain: expected {expected} arguments for act={act}, has_norm_affine={}, got {}",
-        affine as i32,
-        args.len()
-    );
-    let mut next = 4;
-    let mut take = |what: &str| -> Result<TensorView> {
-        let t = tensor_arg(args[next], what)?;
-        next += 1;
-        Ok(t)
-    };
-    let x = take("adain: x")?;
-    let norm = if affine {
-        Some((take("adain: norm_w")?, take("adain: norm_b")?))
-    } else {
-        None
-    };
-    let scale = take("adain: scale")?;
-    let shift = take("adain: shift")?;
-    let alpha = if snake {
-        Some(take("adain: alpha")?)
-    } else {
-        None
-    };
-    let out = take("adain: out")?;
+    let x = c.tensor("x")?;
+    let norm_w = c.optional_tensor("norm_w")?;
+    let norm_b = c.optional_tensor("norm_b")?;
+    let scale = c.tensor("scale")?;
+    let shift = c.tensor("shift")?;
+    let alpha = c.optional_tensor("alpha")?;
+    let out = c.output("out")?;
+    c.finish()?;
+    let norm = norm_w.as_ref().zip(norm_b.as_ref());
+    debug_assert_eq!(norm.is_some(), affine);
     adain(
         &x,
-        norm.as_ref().map(|(w, b)| (w, b)),
+        norm,
         &scale,
         &shift,
         alpha.as_ref(),
@@ -194,19 +165,16 @@ pub fn adain(
         );
     }
     let ys = output::<f32>(out, "adain: out")?;
-    let mut inputs = vec![(x, "x"), (scale, "scale"), (shift, "shift")];
-    inputs.extend(
-        norm.into_iter()
-            .flat_map(|(w, b)| [(w, "norm_w"), (b, "norm_b")]),
-    );
-    inputs.extend(alpha.map(|a| (a, "alpha")));
-    for (t, name) in inputs {
-        ensure!(
-            !overlaps(span(ys), byte_span(t)),
-            VALUE_ERROR,
-            "adain: out: output memory overlaps input {name}"
-        );
+    let mut ins = vec![
+        ("x", byte_span(x)),
+        ("scale", byte_span(scale)),
+        ("shift", byte_span(shift)),
+    ];
+    if let Some((w, b)) = norm {
+        ins.extend([("norm_w", byte_span(w)), ("norm_b", byte_span(b))]);
     }
+    ins.extend(alpha.map(|a| ("alpha", byte_span(a))));
+    no_overlap("adain", &[("out", span(ys))], &ins)?;
     if ys.is_empty() {
         return Ok(());
     }

@@ -23,7 +23,10 @@
 use rayon::prelude::*;
 use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, VALUE_ERROR};
 
-use crate::gemm::{flag_arg, internal, overlaps, sgemm_shared, span, tensor_arg, threads, JobError, Layout, SharedMut};
+use crate::args::{no_overlap, span, Cursor};
+use crate::gemm::{sgemm_shared, threads, Layout, SharedMut};
+use crate::interface;
+use crate::job::{internal, JobError};
 use crate::tensor::{check_dtype, expect_shape, output, strided_input};
 
 const WHO: &str = "batch_matmul";
@@ -51,17 +54,13 @@ pub struct Operand<'a> {
 
 /// Parses and validates the packed arguments, then runs [`batch_matmul_forward`].
 pub fn batch_matmul_packed(args: &[AnyView]) -> Result<()> {
-    ensure!(
-        args.len() == 5,
-        VALUE_ERROR,
-        "{WHO}: expected 5 arguments (trans_x, trans_y, x, y, out), got {}",
-        args.len()
-    );
-    let trans_x = flag_arg(args[0], "batch_matmul: trans_x")?;
-    let trans_y = flag_arg(args[1], "batch_matmul: trans_y")?;
-    let x = tensor_arg(args[2], "batch_matmul: x")?;
-    let y = tensor_arg(args[3], "batch_matmul: y")?;
-    let out = tensor_arg(args[4], "batch_matmul: out")?;
+    let mut c = Cursor::new(&interface::BATCH_MATMUL, args)?;
+    let trans_x = c.flag("trans_x")?;
+    let trans_y = c.flag("trans_y")?;
+    let x = c.tensor("x")?;
+    let y = c.tensor("y")?;
+    let out = c.output("out")?;
+    c.finish()?;
     check_dtype::<f32>(&out, "batch_matmul: out")?;
     let xv = strided_input::<f32>(&x, "batch_matmul: x")?;
     let yv = strided_input::<f32>(&y, "batch_matmul: y")?;
@@ -108,14 +107,11 @@ pub fn batch_matmul_packed(args: &[AnyView]) -> Result<()> {
     os.extend([m as i64, n as i64]);
     expect_shape(&out, "batch_matmul: out", &os)?;
     let od = output::<f32>(&out, "batch_matmul: out")?;
-    let o = span(od);
-    for (name, data) in [("x", xv.data), ("y", yv.data)] {
-        ensure!(
-            !overlaps(o, span(data)),
-            VALUE_ERROR,
-            "{WHO}: out: output memory overlaps input {name}"
-        );
-    }
+    no_overlap(
+        WHO,
+        &[("out", span(od))],
+        &[("x", span(xv.data)), ("y", span(yv.data))],
+    )?;
     let xo = Operand {
         data: xv.data,
         offsets: batch_offsets(&batch, xb, &xv.strides),
@@ -134,7 +130,13 @@ pub fn batch_matmul_packed(args: &[AnyView]) -> Result<()> {
 /// The numpy broadcast of two batch shapes, `None` if they clash.
 fn broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
     let r = a.len().max(b.len());
-    let at = |s: &[usize], i: usize| if i + s.len() >= r { s[i + s.len() - r] } else { 1 };
+    let at = |s: &[usize], i: usize| {
+        if i + s.len() >= r {
+            s[i + s.len() - r]
+        } else {
+            1
+        }
+    };
     (0..r)
         .map(|i| match (at(a, i), at(b, i)) {
             (p, q) if p == q || q == 1 => Some(p),
@@ -176,7 +178,14 @@ fn batch_offsets(batch: &[usize], dims: &[usize], strides: &[usize]) -> Vec<usiz
 
 /// `out[b] = x[b] @ y[b]` for every batch item `b` (`x[b]` is `m x k`, `y[b]`
 /// is `k x n`), `out` dense `[batch, m, n]` with `batch = x.offsets.len()`.
-pub fn batch_matmul_forward(m: usize, n: usize, k: usize, x: &Operand, y: &Operand, out: &mut [f32]) -> Result<()> {
+pub fn batch_matmul_forward(
+    m: usize,
+    n: usize,
+    k: usize,
+    x: &Operand,
+    y: &Operand,
+    out: &mut [f32],
+) -> Result<()> {
     let nb = x.offsets.len();
     ensure!(
         y.offsets.len() == nb,
@@ -315,7 +324,10 @@ mod tests {
             }
             s
         };
-        let (xs, ys) = (&swapped(x_shape, trans_x)[..], &swapped(y_shape, trans_y)[..]);
+        let (xs, ys) = (
+            &swapped(x_shape, trans_x)[..],
+            &swapped(y_shape, trans_y)[..],
+        );
         let (xn, yn) = (xs.iter().product::<usize>(), ys.iter().product::<usize>());
         let (xd, yd) = (data(xn, 1), data(yn, 2));
         let (xr, yr) = (xs.len(), ys.len());
@@ -401,13 +413,21 @@ mod tests {
         args.extend(views.iter().map(AnyView::from));
         match function().call_packed(&args) {
             Ok(_) => panic!("expected failure {want:?}"),
-            Err(e) => assert!(e.message().contains(want), "{:?} lacks {want:?}", e.message()),
+            Err(e) => assert!(
+                e.message().contains(want),
+                "{:?} lacks {want:?}",
+                e.message()
+            ),
         }
     }
 
     #[test]
     fn rejects_bad_arguments() {
-        fails(&[&[2, 3, 4], &[2, 4, 5]], (0, 0), "batch_matmul: expected 5 arguments");
+        fails(
+            &[&[2, 3, 4], &[2, 4, 5]],
+            (0, 0),
+            "batch_matmul: expected 5 arguments",
+        );
         fails(
             &[&[2, 3, 4], &[2, 4, 5], &[2, 3, 5]],
             (2, 0),
@@ -524,7 +544,8 @@ mod tests {
         };
         let err = batch_matmul_forward(2, 2, 3, &x, &y, &mut [0.0; 5]).unwrap_err();
         assert!(
-            err.message().contains("out: expected 1 x 2 x 2 elements, got 5"),
+            err.message()
+                .contains("out: expected 1 x 2 x 2 elements, got 5"),
             "{}",
             err.message()
         );
@@ -536,7 +557,11 @@ mod tests {
             cs: 1,
         };
         let err = batch_matmul_forward(2, 2, 3, &x, &short, &mut [0.0; 4]).unwrap_err();
-        assert!(err.message().contains("internal error"), "{}", err.message());
+        assert!(
+            err.message().contains("internal error"),
+            "{}",
+            err.message()
+        );
     }
 
     /// `cargo test --release -p tvm-ext bench_batch_matmul -- --ignored --nocapture`

@@ -1,7 +1,7 @@
 //! The `precision="bf16"` kernels: conv1d, conv1d_transpose and matmul with
 //! weights packed to bf16 once, at compile time, and inputs rounded to bf16 per
 //! call; products accumulate in f32 (the GEMM of `gemm_bf16.rs`). Same
-//! semantics and argument checks as the f32 kernels (`conv.rs`, `matmul.rs`,
+//! semantics and argument checks as the f32 kernels (`conv/`, `matmul.rs`,
 //! whose parsing they share), only `w` differs.
 //!
 //! ```text
@@ -27,25 +27,28 @@
 //!
 //! How they run: conv1d packs each im2col tile straight into bf16 pairs (two
 //! rows at a time) and multiplies the packed weights by it, the tiles split
-//! over the threads as in `conv.rs`. conv1d_transpose packs `x^T` per tile and
+//! over the threads as in `conv/`. conv1d_transpose packs `x^T` per tile and
 //! multiplies it by its job's panels of packed weights, then scatters (col2im).
 //! matmul packs `x` once and splits the output over the threads.
 use std::borrow::Cow;
 
-use tvm_ffi::tvm_ffi_sys::dlpack::{DLDataType, DLDataTypeCode, DLDevice, DLDeviceType};
-use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, Tensor, TensorView, TYPE_ERROR, VALUE_ERROR};
+use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, Tensor, TensorView, VALUE_ERROR};
 
+use crate::args::Cursor;
 use crate::conv::{
-    call_data, col2im, conv1d_forward, conv1d_transpose_forward, fill_bias, im2col_row, parse_call, run_jobs,
-    Conv1dConfig, ConvCall, Plan, Tuning, WeightKind, TUNING,
+    call_data, col2im, conv1d_forward, conv1d_transpose_forward, fill_bias, im2col_row, parse_call,
+    run_jobs, Conv1dConfig, ConvCall, Plan, Tuning, WeightKind, TUNING,
 };
-use crate::gemm::{int_in, internal, tensor_arg, threads, JobError, Scratch, SharedMut};
+use crate::gemm::{threads, SharedMut};
 use crate::gemm_bf16::{
-    as_u32, gemm_bf16, gemm_bf16_shared, isa, native_bf16, pack_a, pack_b, pack_pair, pairs, unpack_a, unpack_b,
-    PackedA, PackedB, MR, NR,
+    as_u32, gemm_bf16, gemm_bf16_shared, isa, native_bf16, pack_a, pack_b, pack_pair, pairs,
+    unpack_a, unpack_b, PackedA, PackedB, MR, NR,
 };
+use crate::interface;
+use crate::job::{internal, JobError};
 use crate::matmul::{self, matmul_forward};
-use crate::tensor::{expect_shape, input, shape_of, Bf16};
+use crate::scratch::Scratch;
+use crate::tensor::{dim, expect_shape, input, shape_of, Bf16};
 
 // ---------------------------------------------------------------------------
 // Packing the weights.
@@ -73,7 +76,9 @@ pub enum Kind {
 pub fn packed_shape(kind: Kind, groups: usize, w_shape: &[usize]) -> Vec<i64> {
     let (panels, kp, width) = match (kind, w_shape) {
         (Kind::Conv1d, &[cout, cin_g, k]) => ((cout / groups).div_ceil(MR), pairs(cin_g * k), MR),
-        (Kind::Conv1dTranspose, &[cin, cout_g, k]) => ((cout_g * k).div_ceil(NR), pairs(cin / groups), NR),
+        (Kind::Conv1dTranspose, &[cin, cout_g, k]) => {
+            ((cout_g * k).div_ceil(NR), pairs(cin / groups), NR)
+        }
         (Kind::Matmul, &[k, n]) => (n.div_ceil(NR), pairs(k), NR),
         _ => (0, 0, 0),
     };
@@ -82,30 +87,23 @@ pub fn packed_shape(kind: Kind, groups: usize, w_shape: &[usize]) -> Vec<i64> {
 
 fn pack_packed(args: &[AnyView]) -> Result<Tensor> {
     const WHO: &str = "pack_bf16";
-    ensure!(
-        args.len() == 3,
-        VALUE_ERROR,
-        "{WHO}: expected 3 arguments (kind, groups, w), got {}",
-        args.len()
-    );
-    let kind = match tvm_ffi::String::try_from(args[0]) {
-        Ok(s) => match s.as_str() {
-            "conv1d" => Kind::Conv1d,
-            "conv1d_transpose" => Kind::Conv1dTranspose,
-            "matmul" => Kind::Matmul,
-            other => bail!(
-                VALUE_ERROR,
-                "{WHO}: kind: expected \"conv1d\", \"conv1d_transpose\" or \"matmul\", got {other:?}"
-            ),
-        },
-        Err(e) => bail!(TYPE_ERROR, "{WHO}: kind: expected a string, {}", e.message()),
+    let mut c = Cursor::new(&interface::PACK_BF16, args)?;
+    let kind = match c.string("kind")?.as_str() {
+        "conv1d" => Kind::Conv1d,
+        "conv1d_transpose" => Kind::Conv1dTranspose,
+        "matmul" => Kind::Matmul,
+        other => bail!(
+            VALUE_ERROR,
+            "{WHO}: kind: expected \"conv1d\", \"conv1d_transpose\" or \"matmul\", got {other:?}"
+        ),
     };
-    let groups = int_in(args[1], "pack_bf16: groups", 1, i32::MAX as i64)? as usize;
-    let w = tensor_arg(args[2], "pack_bf16: w")?;
+    let groups = c.int_in("groups", 1, i32::MAX as i64)? as usize;
+    let w = c.tensor("w")?;
+    c.finish()?;
     let rank = if kind == Kind::Matmul { 2 } else { 3 };
     let ws: Vec<usize> = shape_of(&w, "pack_bf16: w", rank)?
         .iter()
-        .map(|&d| d.max(0) as usize)
+        .map(|&d| dim(d))
         .collect();
     ensure!(
         ws.iter().all(|&d| d > 0),
@@ -150,12 +148,12 @@ fn pack_packed(args: &[AnyView]) -> Result<Tensor> {
         };
         r.map_err(|e| internal(WHO, e))?;
     }
-    let bf16 = DLDataType::new(DLDataTypeCode::kDLBfloat, 16, 1);
-    let cpu = DLDevice::new(DLDeviceType::kDLCPU, 0);
-    let mut t = Tensor::from_nd_alloc(tvm_ffi::CPUNDAlloc {}, &shape, bf16, cpu);
-    // SAFETY: a fresh, 64-byte aligned CPU tensor of `2 * packed.len()` bf16s.
-    unsafe { std::ptr::copy_nonoverlapping(packed.as_ptr(), t.data_ptr_mut() as *mut u32, packed.len()) };
-    Ok(t)
+    // Each u32 holds a pair of bf16s, the lower one first (little-endian, as in memory).
+    let halves: Vec<Bf16> = packed
+        .iter()
+        .flat_map(|&p| [Bf16(p as u16), Bf16((p >> 16) as u16)])
+        .collect();
+    Tensor::from_slice(&halves, &shape)
 }
 
 /// The packed weights of a call as `u32` pairs, after checking their shape.
@@ -171,7 +169,9 @@ fn packed_weights<'a>(who: &str, w: &TensorView, shape: &[i64]) -> Result<Cow<'a
     Ok(match data {
         Cow::Borrowed(s) if (s.as_ptr() as usize).is_multiple_of(4) => {
             // SAFETY: 4-byte aligned, an even number of u16s (the last dimension is 2).
-            Cow::Borrowed(unsafe { std::slice::from_raw_parts(s.as_ptr() as *const u32, s.len() / 2) })
+            Cow::Borrowed(unsafe {
+                std::slice::from_raw_parts(s.as_ptr() as *const u32, s.len() / 2)
+            })
         }
         s => Cow::Owned(
             s.chunks_exact(2)
@@ -202,12 +202,13 @@ pub fn conv1d_transpose_function() -> Function {
 }
 
 fn conv_packed(args: &[AnyView], transpose: bool) -> Result<()> {
-    let who = if transpose {
-        "conv1d_transpose_bf16"
+    let iface = if transpose {
+        &interface::CONV1D_TRANSPOSE_BF16
     } else {
-        "conv1d_bf16"
+        &interface::CONV1D_BF16
     };
-    let call: ConvCall = parse_call(who, args, transpose, WeightKind::Bf16)?;
+    let who = iface.name;
+    let call: ConvCall = parse_call(iface, args, transpose, WeightKind::Bf16)?;
     let cfg = &call.cfg;
     let (kind, w_shape) = if transpose {
         (
@@ -290,7 +291,7 @@ pub fn conv_bf16_forward(
     r.map_err(|e| internal(who, e))
 }
 
-/// Tiles as in `conv.rs` (a packed tile holds a pair per column and pair of
+/// Tiles as in `conv/` (a packed tile holds a pair per column and pair of
 /// rows, so it is as wide as an f32 tile of half the rows), rounded to whole
 /// panels of [`NR`] columns.
 fn conv_bf16(
@@ -341,7 +342,13 @@ fn conv_bf16(
             pack_pair(lo, has_hi.then_some(&*hi), q, kp, NR, packed)?;
         }
         let row0 = (b * cout + gi * cout_g) * lout + t0;
-        fill_bias(bias.map(|bv| &bv[gi * cout_g..][..cout_g]), out, row0, lout, tn)?;
+        fill_bias(
+            bias.map(|bv| &bv[gi * cout_g..][..cout_g]),
+            out,
+            row0,
+            lout,
+            tn,
+        )?;
         let a = PackedA {
             data: &w[gi * a_len..][..a_len],
             rows: cout_g,
@@ -369,7 +376,7 @@ fn gcd(a: usize, b: usize) -> usize {
     }
 }
 
-/// Per job a block of output channels, as in `conv.rs`; its weights are the
+/// Per job a block of output channels, as in `conv/`; its weights are the
 /// panels of packed columns `(o, tap)` that cover the block (rounded so blocks
 /// start on panel edges when the kernel size allows). Per tile of input columns,
 /// `x^T` is packed and multiplied by those panels, then scattered (col2im).
@@ -407,50 +414,63 @@ fn transpose_bf16(
     let jobs = units * blocks;
     let job_parallel = threads > 1 && jobs >= threads;
     let out = SharedMut::new(out);
-    let job = |i: usize, scratch: &mut Scratch, parallel: bool| -> std::result::Result<(), JobError> {
-        let (unit, bi) = (i / blocks, i % blocks);
-        let (b, gi) = (unit / g, unit % g);
-        let o0 = bi * ob;
-        let on = ob.min(cout_g - o0);
-        let (p0, p1) = (o0 * k / NR, ((o0 + on) * k).div_ceil(NR));
-        let whole = PackedB {
-            data: &w[gi * b_len..][..b_len],
-            cols: n_g,
-            k: cin_g,
-        };
-        let wb = whole.panels(p0, p1)?;
-        let (ncols, off) = (wb.cols, o0 * k - p0 * NR);
-        let row0 = (b * cout + gi * cout_g + o0) * lout;
-        // SAFETY: this job alone owns these `on` rows of `out`.
-        let rows = unsafe { out.slice(row0, on * lout)? };
-        for (ol, row) in rows.chunks_exact_mut(lout).enumerate() {
-            row.fill(bias.map_or(0.0, |bv| bv[gi * cout_g + o0 + ol]));
-        }
-        // Input columns per tile: the column block [tn, ncols] within the budget.
-        let tile = (tuning.tile_bytes / (4 * ncols)).clamp(MR, l.max(MR)) / MR * MR;
-        let x_row = |c: usize, t0: usize, tn: usize| &x[(b * cin + gi * cin_g + c) * l + t0..][..tn];
-        for t0 in (0..l).step_by(tile) {
-            let tn = tile.min(l - t0);
-            let a_len = PackedA::len(tn, cin_g);
-            scratch.set_len(a_len + tn * ncols);
-            let (packed, cols) = scratch.split_at_mut(a_len);
-            let packed = as_u32(packed);
-            // x^T: rows are input columns t, the inner dimension channels c.
-            for q in 0..kp {
-                let hi = (2 * q + 1 < cin_g).then(|| x_row(2 * q + 1, t0, tn));
-                pack_pair(x_row(2 * q, t0, tn), hi, q, kp, MR, packed)?;
-            }
-            let a = PackedA {
-                data: packed,
-                rows: tn,
+    let job =
+        |i: usize, scratch: &mut Scratch, parallel: bool| -> std::result::Result<(), JobError> {
+            let (unit, bi) = (i / blocks, i % blocks);
+            let (b, gi) = (unit / g, unit % g);
+            let o0 = bi * ob;
+            let on = ob.min(cout_g - o0);
+            let (p0, p1) = (o0 * k / NR, ((o0 + on) * k).div_ceil(NR));
+            let whole = PackedB {
+                data: &w[gi * b_len..][..b_len],
+                cols: n_g,
                 k: cin_g,
             };
-            // SAFETY: `cols` is this job's own scratch.
-            unsafe { gemm_bf16_shared(a, wb, SharedMut::new(cols), 0, ncols, false, parallel, isa())? };
-            col2im(cfg, lout, t0, tn, cols, ncols, off, rows);
-        }
-        Ok(())
-    };
+            let wb = whole.panels(p0, p1)?;
+            let (ncols, off) = (wb.cols, o0 * k - p0 * NR);
+            let row0 = (b * cout + gi * cout_g + o0) * lout;
+            // SAFETY: this job alone owns these `on` rows of `out`.
+            let rows = unsafe { out.slice(row0, on * lout)? };
+            for (ol, row) in rows.chunks_exact_mut(lout).enumerate() {
+                row.fill(bias.map_or(0.0, |bv| bv[gi * cout_g + o0 + ol]));
+            }
+            // Input columns per tile: the column block [tn, ncols] within the budget.
+            let tile = (tuning.tile_bytes / (4 * ncols)).clamp(MR, l.max(MR)) / MR * MR;
+            let x_row =
+                |c: usize, t0: usize, tn: usize| &x[(b * cin + gi * cin_g + c) * l + t0..][..tn];
+            for t0 in (0..l).step_by(tile) {
+                let tn = tile.min(l - t0);
+                let a_len = PackedA::len(tn, cin_g);
+                scratch.set_len(a_len + tn * ncols);
+                let (packed, cols) = scratch.split_at_mut(a_len);
+                let packed = as_u32(packed);
+                // x^T: rows are input columns t, the inner dimension channels c.
+                for q in 0..kp {
+                    let hi = (2 * q + 1 < cin_g).then(|| x_row(2 * q + 1, t0, tn));
+                    pack_pair(x_row(2 * q, t0, tn), hi, q, kp, MR, packed)?;
+                }
+                let a = PackedA {
+                    data: packed,
+                    rows: tn,
+                    k: cin_g,
+                };
+                // SAFETY: `cols` is this job's own scratch.
+                unsafe {
+                    gemm_bf16_shared(
+                        a,
+                        wb,
+                        SharedMut::new(cols),
+                        0,
+                        ncols,
+                        false,
+                        parallel,
+                        isa(),
+                    )?
+                };
+                col2im(cfg, lout, t0, tn, cols, ncols, off, rows);
+            }
+            Ok(())
+        };
     if job_parallel {
         use rayon::prelude::*;
         (0..jobs)
@@ -477,7 +497,7 @@ pub fn matmul_function() -> Function {
 
 fn matmul_packed(args: &[AnyView]) -> Result<()> {
     const WHO: &str = "matmul_bf16";
-    let c = matmul::parse_call(WHO, args, true)?;
+    let c = matmul::parse_call(&interface::MATMUL_BF16, args, true)?;
     let w = packed_weights(WHO, &c.w, &packed_shape(Kind::Matmul, 1, &[c.k, c.n]))?;
     let (x, bias, out) = matmul::call_data(WHO, &c)?;
     matmul_bf16_forward(c.rows, c.k, c.n, &x, &w, bias.as_deref(), out)
@@ -518,7 +538,18 @@ pub fn matmul_bf16_forward(
             row.copy_from_slice(b);
         }
     }
-    let (a, b) = (PackedA { data: packed, rows, k }, PackedB { data: w, cols: n, k });
+    let (a, b) = (
+        PackedA {
+            data: packed,
+            rows,
+            k,
+        },
+        PackedB {
+            data: w,
+            cols: n,
+            k,
+        },
+    );
     gemm_bf16(a, b, out, 0, n, bias.is_some(), true).map_err(|e| internal(WHO, e))
 }
 
@@ -537,13 +568,18 @@ mod tests {
         let mut wt = Owned::new(w.to_vec(), shape);
         let kind = tvm_ffi::String::from(kind);
         let view = wt.view();
-        let args = [AnyView::from(&kind), AnyView::from(&groups), AnyView::from(&view)];
+        let args = [
+            AnyView::from(&kind),
+            AnyView::from(&groups),
+            AnyView::from(&view),
+        ];
         let t: Tensor = pack_function()
             .call_packed(&args)
             .unwrap_or_else(|e| panic!("{}", e.message()))
             .try_into()
             .unwrap();
-        let data = unsafe { std::slice::from_raw_parts(t.data_ptr() as *const Bf16, t.numel()) }.to_vec();
+        let data =
+            unsafe { std::slice::from_raw_parts(t.data_ptr() as *const Bf16, t.numel()) }.to_vec();
         Owned::new(data, t.shape())
     }
 
@@ -553,7 +589,10 @@ mod tests {
         assert_eq!(got.len(), want.len(), "{what}");
         for (i, ((g, w), s)) in got.iter().zip(want).zip(scale).enumerate() {
             let tol = 2e-5 * (1.0 + s);
-            assert!((g - w).abs() <= tol, "{what}: [{i}] got {g}, want {w} (tol {tol})");
+            assert!(
+                (g - w).abs() <= tol,
+                "{what}: [{i}] got {g}, want {w} (tol {tol})"
+            );
         }
     }
 
@@ -574,8 +613,20 @@ mod tests {
     );
 
     fn config(c: &Case) -> Conv1dConfig {
-        let &(batch, in_channels, out_channels, length, kernel, stride, pad_left, pad_right, dilation, groups, op, _) =
-            c;
+        let &(
+            batch,
+            in_channels,
+            out_channels,
+            length,
+            kernel,
+            stride,
+            pad_left,
+            pad_right,
+            dilation,
+            groups,
+            op,
+            _,
+        ) = c;
         Conv1dConfig {
             batch,
             in_channels,
@@ -625,10 +676,19 @@ mod tests {
             conv1d_forward(&c, &xr, &wr, bias.as_deref(), &mut want).unwrap();
             conv1d_forward(&c, &xa, &wa, None, &mut scale).unwrap();
         }
-        let kind = if transpose { "conv1d_transpose" } else { "conv1d" };
+        let kind = if transpose {
+            "conv1d_transpose"
+        } else {
+            "conv1d"
+        };
         let mut wp = pack(kind, c.groups as i64, &w, &w_shape.map(|d| d as i64));
-        let mut xt = Owned::new(x.clone(), &[c.batch as i64, c.in_channels as i64, c.length as i64]);
-        let mut bt = bias.as_ref().map(|b| Owned::new(b.clone(), &[b.len() as i64]));
+        let mut xt = Owned::new(
+            x.clone(),
+            &[c.batch as i64, c.in_channels as i64, c.length as i64],
+        );
+        let mut bt = bias
+            .as_ref()
+            .map(|b| Owned::new(b.clone(), &[b.len() as i64]));
         let mut ot = Owned::new(
             vec![f32::NAN; n_out],
             &[c.batch as i64, c.out_channels as i64, lout as i64],
@@ -696,7 +756,16 @@ mod tests {
             if transpose {
                 transpose_bf16(&c, lout, &x, &wp32, bias.as_deref(), &mut out, tuning).unwrap();
             } else {
-                conv_bf16(&c, lout, &x, &wp32, bias.as_deref(), &mut out, tuning.tile_bytes).unwrap();
+                conv_bf16(
+                    &c,
+                    lout,
+                    &x,
+                    &wp32,
+                    bias.as_deref(),
+                    &mut out,
+                    tuning.tile_bytes,
+                )
+                .unwrap();
             }
             assert_close(&format!("{c:?} {tuning:?}"), &out, &want, &scale);
         }
@@ -789,14 +858,29 @@ mod tests {
         let kind = tvm_ffi::String::from("conv2d");
         let one = 1i64;
         let wv = w.view();
-        let m = err(pack_function().call_packed(&[AnyView::from(&kind), AnyView::from(&one), AnyView::from(&wv)]));
+        let m = err(pack_function().call_packed(&[
+            AnyView::from(&kind),
+            AnyView::from(&one),
+            AnyView::from(&wv),
+        ]));
         assert!(m.contains("pack_bf16: kind: expected \"conv1d\""), "{m}");
         let kind = tvm_ffi::String::from("conv1d");
         let three = 3i64;
-        let m = err(pack_function().call_packed(&[AnyView::from(&kind), AnyView::from(&three), AnyView::from(&wv)]));
-        assert!(m.contains("pack_bf16: groups: 3 does not divide the 4 channels"), "{m}");
+        let m = err(pack_function().call_packed(&[
+            AnyView::from(&kind),
+            AnyView::from(&three),
+            AnyView::from(&wv),
+        ]));
+        assert!(
+            m.contains("pack_bf16: groups: 3 does not divide the 4 channels"),
+            "{m}"
+        );
         let kind = tvm_ffi::String::from("matmul");
-        let m = err(pack_function().call_packed(&[AnyView::from(&kind), AnyView::from(&one), AnyView::from(&wv)]));
+        let m = err(pack_function().call_packed(&[
+            AnyView::from(&kind),
+            AnyView::from(&one),
+            AnyView::from(&wv),
+        ]));
         assert!(m.contains("pack_bf16: w: expected rank 2"), "{m}");
 
         // conv1d_bf16 with f32 weights, then with a packed tensor of the wrong shape.
@@ -833,7 +917,10 @@ mod tests {
         let views = [x.view(), ok.view(), o.view()];
         args.extend(views.iter().map(AnyView::from));
         let m = err(conv1d_function().call_packed(&args));
-        assert!(m.contains("conv1d_bf16: kernel_size: expected a value in [1,"), "{m}");
+        assert!(
+            m.contains("conv1d_bf16: kernel_size: expected a value in [1,"),
+            "{m}"
+        );
         drop(args);
 
         // matmul_bf16: weights packed for another N.
@@ -967,7 +1054,9 @@ mod bench {
                     conv1d_forward(&c, &x, &w, Some(&bias), o).unwrap()
                 }
             });
-            let bf16r = rate(&mut |o| conv_bf16_forward(&c, transpose, &x, &packed, Some(&bias), o).unwrap());
+            let bf16r = rate(&mut |o| {
+                conv_bf16_forward(&c, transpose, &x, &packed, Some(&bias), o).unwrap()
+            });
             println!(
                 "{} {cin}->{cout} k{k} s{s} d{d} L{l}: f32 {:.0} wall / {:.0} per CPU-s, bf16 {:.0} / {:.0} GFLOP/s",
                 if transpose { "convT" } else { "conv1d" },

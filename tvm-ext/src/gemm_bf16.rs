@@ -26,7 +26,8 @@
 //! 220-225 GFLOP/s per core against 103-109 for the f32 crate.
 use rayon::prelude::*;
 
-use crate::gemm::{threads, JobError, SharedMut};
+use crate::gemm::{threads, SharedMut};
+use crate::job::JobError;
 
 /// Rows of a [`PackedA`] panel: the register tile's height.
 pub const MR: usize = 8;
@@ -124,7 +125,7 @@ impl<'a> PackedB<'a> {
         let n = pairs(self.k) * NR;
         let total = self.cols.div_ceil(NR);
         if p0 > p1 || p1 > total || self.data.len() < total * n {
-            return Err(JobError(format!(
+            return Err(JobError::new(format!(
                 "panels {p0}..{p1} of a packed operand with {total} panels"
             )));
         }
@@ -144,8 +145,11 @@ pub(crate) fn pack_a(
     dst: &mut [u32],
 ) -> Result<(), JobError> {
     let len = dst.len();
-    pack_panels(MR, rows, k, src, dst)
-        .map_err(|want| JobError(format!("pack_a: {rows}x{k} needs {want} elements, got {len}")))
+    pack_panels(MR, rows, k, src, dst).map_err(|want| {
+        JobError::new(format!(
+            "pack_a: {rows}x{k} needs {want} elements, got {len}"
+        ))
+    })
 }
 
 /// Packs `src(l, j)` (`k x cols`) as a [`PackedB`] into `dst`.
@@ -156,8 +160,11 @@ pub(crate) fn pack_b(
     dst: &mut [u32],
 ) -> Result<(), JobError> {
     let len = dst.len();
-    pack_panels(NR, cols, k, |j, l| src(l, j), dst)
-        .map_err(|want| JobError(format!("pack_b: {k}x{cols} needs {want} elements, got {len}")))
+    pack_panels(NR, cols, k, |j, l| src(l, j), dst).map_err(|want| {
+        JobError::new(format!(
+            "pack_b: {k}x{cols} needs {want} elements, got {len}"
+        ))
+    })
 }
 
 /// The packing both operands share: `n` rows (of A) or columns (of B) in
@@ -209,7 +216,7 @@ pub(crate) fn pack_pair(
         || hi.is_some_and(|h| h.len() != n)
         || dst.len() != n.div_ceil(width) * kp * width
     {
-        return Err(JobError(format!(
+        return Err(JobError::new(format!(
             "pack_pair: pair {q} of {kp}, {n} values, panels of {width}, {} packed elements",
             dst.len()
         )));
@@ -240,7 +247,11 @@ pub(crate) fn unpack_a(data: &[u32], rows: usize, k: usize) -> Vec<f32> {
     for (idx, v) in out.iter_mut().enumerate() {
         let (i, l) = (idx / k, idx % k);
         let p = data[((i / MR) * kp + l / 2) * MR + i % MR];
-        *v = from_bf16(if l % 2 == 0 { p as u16 } else { (p >> 16) as u16 });
+        *v = from_bf16(if l % 2 == 0 {
+            p as u16
+        } else {
+            (p >> 16) as u16
+        });
     }
     out
 }
@@ -252,7 +263,11 @@ pub(crate) fn unpack_b(data: &[u32], k: usize, cols: usize) -> Vec<f32> {
     for (idx, v) in out.iter_mut().enumerate() {
         let (l, j) = (idx / cols, idx % cols);
         let p = data[((j / NR) * kp + l / 2) * NR + j % NR];
-        *v = from_bf16(if l % 2 == 0 { p as u16 } else { (p >> 16) as u16 });
+        *v = from_bf16(if l % 2 == 0 {
+            p as u16
+        } else {
+            (p >> 16) as u16
+        });
     }
     out
 }
@@ -343,10 +358,13 @@ pub(crate) unsafe fn gemm_bf16_shared(
 ) -> Result<(), JobError> {
     let (m, n) = (a.rows, b.cols);
     if a.k != b.k {
-        return Err(JobError(format!("inner dimensions differ: {} and {}", a.k, b.k)));
+        return Err(JobError::new(format!(
+            "inner dimensions differ: {} and {}",
+            a.k, b.k
+        )));
     }
     if a.data.len() != PackedA::len(m, a.k) || b.data.len() != PackedB::len(b.k, n) {
-        return Err(JobError(format!(
+        return Err(JobError::new(format!(
             "packed operands of {} and {} elements do not hold {m}x{k} and {k}x{n}",
             a.data.len(),
             b.data.len(),
@@ -357,7 +375,9 @@ pub(crate) unsafe fn gemm_bf16_shared(
         return Ok(());
     }
     if m > 1 && ldc < n {
-        return Err(JobError(format!("ldc {ldc} < {n} columns: rows would alias")));
+        return Err(JobError::new(format!(
+            "ldc {ldc} < {n} columns: rows would alias"
+        )));
     }
     // The block's first and last rows, checked against the buffer (the tiles
     // only write inside the block).
@@ -392,7 +412,10 @@ pub(crate) unsafe fn gemm_bf16_shared(
         Ok(())
     };
     if ni * nj > 1 {
-        (0..ni * nj).into_par_iter().with_max_len(1).try_for_each(job)
+        (0..ni * nj)
+            .into_par_iter()
+            .with_max_len(1)
+            .try_for_each(job)
     } else {
         job(0)
     }
@@ -425,7 +448,16 @@ unsafe fn tile(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn tile_portable(kq: usize, a: &[u32], b: &[u32], c: *mut f32, ldc: usize, rows: usize, cols: usize, acc: bool) {
+unsafe fn tile_portable(
+    kq: usize,
+    a: &[u32],
+    b: &[u32],
+    c: *mut f32,
+    ldc: usize,
+    rows: usize,
+    cols: usize,
+    acc: bool,
+) {
     let mut t = [[0.0f32; NR]; MR];
     for q in 0..kq {
         let bq = &b[q * NR..(q + 1) * NR];
@@ -521,8 +553,8 @@ mod x86 {
         let padded = n.div_ceil(width) * width;
         // Words 0..16 hold lo, 16..32 hi; interleave them into (lo, hi) pairs.
         let idx = _mm512_set_epi16(
-            31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17,
-            1, 16, 0,
+            31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20,
+            4, 19, 3, 18, 2, 17, 1, 16, 0,
         );
         let mut j = 0;
         while j < padded {
@@ -540,9 +572,12 @@ mod x86 {
             };
             let both: __m512i = std::mem::transmute(_mm512_cvtne2ps_pbh(h, l));
             let out = _mm512_permutexvar_epi16(idx, both);
-            for (half, v) in [_mm512_castsi512_si256(out), _mm512_extracti64x4_epi64::<1>(out)]
-                .into_iter()
-                .enumerate()
+            for (half, v) in [
+                _mm512_castsi512_si256(out),
+                _mm512_extracti64x4_epi64::<1>(out),
+            ]
+            .into_iter()
+            .enumerate()
             {
                 let jj = j + 8 * half;
                 if jj < padded {
@@ -604,7 +639,9 @@ mod tests {
             let lo: Vec<f32> = (0..cols)
                 .map(|i| special[i % special.len()] * if i % 3 == 0 { rng.next() } else { 1.0 })
                 .collect();
-            let hi: Vec<f32> = (0..cols).map(|i| special[(i * 7 + 3) % special.len()]).collect();
+            let hi: Vec<f32> = (0..cols)
+                .map(|i| special[(i * 7 + 3) % special.len()])
+                .collect();
             let kp = 3;
             for q in 0..kp {
                 for h in [None, Some(&hi[..])] {
@@ -616,7 +653,8 @@ mod tests {
                             for c in 0..width {
                                 let j = p * width + c;
                                 panel[q * width + c] = if j < cols {
-                                    to_bf16(lo[j]) as u32 | (to_bf16(h.map_or(0.0, |h| h[j])) as u32) << 16
+                                    to_bf16(lo[j]) as u32
+                                        | (to_bf16(h.map_or(0.0, |h| h[j])) as u32) << 16
                                 } else {
                                     0
                                 };
@@ -677,20 +715,32 @@ mod tests {
                 unpack_b(&pb, k, n),
                 b.iter().map(|&v| round_bf16(v)).collect::<Vec<_>>()
             );
-            let pa = PackedA { data: &pa, rows: m, k };
-            let pb = PackedB { data: &pb, cols: n, k };
+            let pa = PackedA {
+                data: &pa,
+                rows: m,
+                k,
+            };
+            let pb = PackedB {
+                data: &pb,
+                cols: n,
+                k,
+            };
             for isa in isas() {
                 for (accumulate, parallel) in [(false, false), (true, true), (false, true)] {
                     // C inside a larger buffer: offset 3, ldc n + 2; the rest stays 7.
                     let ldc = n + 2;
                     let mut c = vec![7.0f32; 3 + m * ldc + 2];
                     let shared = SharedMut::new(&mut c);
-                    unsafe { gemm_bf16_shared(pa, pb, shared, 3, ldc, accumulate, parallel, isa) }.unwrap();
+                    unsafe { gemm_bf16_shared(pa, pb, shared, 3, ldc, accumulate, parallel, isa) }
+                        .unwrap();
                     for i in 0..m {
                         for j in 0..ldc {
                             let got = c[3 + i * ldc + j] as f64;
                             if j >= n {
-                                assert_eq!(got, 7.0, "{isa:?} {m}x{n}x{k}: wrote outside the block");
+                                assert_eq!(
+                                    got, 7.0,
+                                    "{isa:?} {m}x{n}x{k}: wrote outside the block"
+                                );
                                 continue;
                             }
                             let (v, mag) = want[i * n + j];
@@ -717,14 +767,22 @@ mod tests {
         let b = rng.vec(k * n);
         let mut pb = vec![0u32; PackedB::len(k, n)];
         pack_b(k, n, |l, j| b[l * n + j], &mut pb).unwrap();
-        let whole = PackedB { data: &pb, cols: n, k };
+        let whole = PackedB {
+            data: &pb,
+            cols: n,
+            k,
+        };
         let tail = whole.panels(1, 3).unwrap();
         assert_eq!(tail.cols, n - NR);
         assert!(whole.panels(2, 4).is_err());
         let a = vec![1.0f32; k];
         let mut pa = vec![0u32; PackedA::len(1, k)];
         pack_a(1, k, |_, l| a[l], &mut pa).unwrap();
-        let pa = PackedA { data: &pa, rows: 1, k };
+        let pa = PackedA {
+            data: &pa,
+            rows: 1,
+            k,
+        };
         let mut c = vec![0.0f32; n];
         gemm_bf16(pa, tail, &mut c, 0, n, false, false).unwrap();
         for j in 0..n - NR {
@@ -733,7 +791,7 @@ mod tests {
         }
         // A destination too small, mismatched k, a short packed buffer.
         let err = gemm_bf16(pa, tail, &mut c[..10], 0, n, false, false).unwrap_err();
-        assert!(err.0.contains("outside"), "{}", err.0);
+        assert!(err.message.contains("outside"), "{}", err.message);
         let short = PackedB {
             data: &pb[..10],
             cols: n,
@@ -747,7 +805,7 @@ mod tests {
         };
         assert!(gemm_bf16(pa, wrong_k, &mut c, 0, n, false, false)
             .unwrap_err()
-            .0
+            .message
             .contains("inner"));
         assert!(pack_a(2, 3, |_, _| 0.0, &mut [0u32; 3]).is_err());
     }
@@ -759,7 +817,10 @@ mod bench {
     use crate::gemm::{sgemm, Layout};
 
     fn cpu_seconds() -> f64 {
-        let mut ts = libc_timespec { tv_sec: 0, tv_nsec: 0 };
+        let mut ts = libc_timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
         // SAFETY: a plain syscall wrapper writing the struct we pass.
         unsafe {
             clock_gettime(3 /* CLOCK_THREAD_CPUTIME_ID */, &mut ts)
@@ -834,9 +895,21 @@ mod bench {
                 if detect(false) != Isa::Native && which == Isa::Native {
                     continue;
                 }
-                let (pa, pb) = (PackedA { data: &pa, rows: m, k }, PackedB { data: &pb, cols: n, k });
+                let (pa, pb) = (
+                    PackedA {
+                        data: &pa,
+                        rows: m,
+                        k,
+                    },
+                    PackedB {
+                        data: &pb,
+                        cols: n,
+                        k,
+                    },
+                );
                 let rate = time(&mut || unsafe {
-                    gemm_bf16_shared(pa, pb, SharedMut::new(&mut c), 0, n, false, false, which).unwrap()
+                    gemm_bf16_shared(pa, pb, SharedMut::new(&mut c), 0, n, false, false, which)
+                        .unwrap()
                 });
                 line += &format!(", bf16 {which:?} {rate:.1}");
             }

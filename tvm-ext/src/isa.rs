@@ -48,6 +48,11 @@ mod tests {
         let Ok(want) = std::env::var("TVM_EXT_EXPECT_ISA") else {
             return; // a native run: whatever this CPU has is right
         };
-        assert_eq!(format!("{:?}", Isa::best()), want, "emulated CPU: {:?}", Isa::available());
+        assert_eq!(
+            format!("{:?}", Isa::best()),
+            want,
+            "emulated CPU: {:?}",
+            Isa::available()
+        );
     }
 }

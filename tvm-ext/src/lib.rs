@@ -7,14 +7,18 @@
 use tvm_ffi::{Any, AnyView, Function, Result};
 
 pub mod adain;
+pub mod args;
 pub mod batch_matmul;
 pub mod bf16;
 pub mod conv;
 pub mod gemm;
 pub mod gemm_bf16;
+pub mod interface;
 mod isa;
+mod job;
 pub mod lstm;
 pub mod matmul;
+mod scratch;
 pub mod sin;
 pub mod snake;
 pub mod tensor;
@@ -42,19 +46,32 @@ pub const KERNELS: &[(&str, Constructor)] = &[
     ("kokoro_tvm_ext.pack_bf16", bf16::pack_function),
     ("kokoro_tvm_ext.bf16_native", bf16::native_function),
     ("kokoro_tvm_ext.conv1d_bf16", bf16::conv1d_function),
-    ("kokoro_tvm_ext.conv1d_transpose_bf16", bf16::conv1d_transpose_function),
+    (
+        "kokoro_tvm_ext.conv1d_transpose_bf16",
+        bf16::conv1d_transpose_function,
+    ),
     ("kokoro_tvm_ext.matmul_bf16", bf16::matmul_function),
 ];
 
 /// Process-wide settings, which must run before the first kernel call.
-pub const SETTINGS: &[(&str, Constructor)] = &[("kokoro_tvm_ext.set_num_threads", threads::function)];
+pub const SETTINGS: &[(&str, Constructor)] =
+    &[("kokoro_tvm_ext.set_num_threads", threads::function)];
+
+/// Descriptions of the functions above, read by Python (`kokoro_tvm_ext/kernels.py`).
+pub const INFO: &[(&str, Constructor)] =
+    &[("kokoro_tvm_ext.kernel_interfaces", interface::function)];
 
 /// The global names this library registers, in table order.
 pub fn function_names() -> Vec<&'static str> {
-    KERNELS.iter().chain(SETTINGS).map(|(name, _)| *name).collect()
+    KERNELS
+        .iter()
+        .chain(SETTINGS)
+        .chain(INFO)
+        .map(|(name, _)| *name)
+        .collect()
 }
 
-/// Registers every function of [`KERNELS`] and [`SETTINGS`] in TVM's global registry.
+/// Registers every function of [`KERNELS`], [`SETTINGS`] and [`INFO`] in TVM's global registry.
 ///
 /// Names that are registered already are left alone, so calling this twice (or
 /// from two copies of the extension) is harmless: the registry refuses a second
@@ -63,7 +80,7 @@ pub fn function_names() -> Vec<&'static str> {
 /// chosen after the library loads.
 pub fn register_all() -> Result<()> {
     let unregistered = |name: &str| Function::get_global(name).is_err();
-    for (name, make) in SETTINGS {
+    for (name, make) in SETTINGS.iter().chain(INFO) {
         if unregistered(name) {
             Function::register_global(name, make())?;
         }
@@ -102,7 +119,10 @@ mod tests {
         register_all().unwrap();
         register_all().unwrap();
         for name in function_names() {
-            assert!(Function::get_global(name).is_ok(), "{name} is not registered");
+            assert!(
+                Function::get_global(name).is_ok(),
+                "{name} is not registered"
+            );
         }
     }
 }

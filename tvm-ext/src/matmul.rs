@@ -25,8 +25,11 @@ use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, TensorView, VALUE_ER
 
 use rayon::prelude::*;
 
-use crate::gemm::{flag_arg, internal, overlaps, sgemm_shared, span, tensor_arg, threads, JobError, Layout, SharedMut};
-use crate::tensor::{byte_span, check_dtype, expect_shape, input, output, shape_of, Bf16};
+use crate::args::{no_overlap, span, Cursor};
+use crate::gemm::{sgemm_shared, threads, Layout, SharedMut};
+use crate::interface::{self, Interface};
+use crate::job::{internal, JobError};
+use crate::tensor::{byte_span, check_dtype, dim, expect_shape, input, output, shape_of, Bf16};
 
 /// The registered function.
 pub fn function() -> Function {
@@ -50,29 +53,19 @@ pub(crate) struct MatmulCall {
 /// Parses and validates the packed arguments of `matmul`, or with `packed` of
 /// `matmul_bf16`, whose `w` is packed bf16 (the caller checks its shape) and
 /// whose `n` comes from `out`.
-pub(crate) fn parse_call(who: &str, args: &[AnyView], packed: bool) -> Result<MatmulCall> {
-    ensure!(
-        !args.is_empty(),
-        VALUE_ERROR,
-        "{who}: expected at least 1 argument (has_bias), got 0"
-    );
-    let has_bias = flag_arg(args[0], &format!("{who}: has_bias"))?;
-    let expected = 4 + has_bias as usize;
-    ensure!(
-        args.len() == expected,
-        VALUE_ERROR,
-        "{who}: expected {expected} arguments with has_bias={}, got {}",
-        has_bias as i32,
-        args.len()
-    );
-    let x = tensor_arg(args[1], &format!("{who}: x"))?;
-    let w = tensor_arg(args[2], &format!("{who}: w"))?;
-    let bias = if has_bias {
-        Some(tensor_arg(args[3], &format!("{who}: bias"))?)
-    } else {
-        None
-    };
-    let out = tensor_arg(args[expected - 1], &format!("{who}: out"))?;
+pub(crate) fn parse_call(
+    iface: &'static Interface,
+    args: &[AnyView],
+    packed: bool,
+) -> Result<MatmulCall> {
+    let who = iface.name;
+    let mut c = Cursor::new(iface, args)?;
+    c.flag("has_bias")?;
+    let x = c.tensor("x")?;
+    let w = c.tensor("w")?;
+    let bias = c.optional_tensor("bias")?;
+    let out = c.output("out")?;
+    c.finish()?;
     check_dtype::<f32>(&x, &format!("{who}: x"))?;
     if packed {
         check_dtype::<Bf16>(&w, &format!("{who}: w"))?;
@@ -85,10 +78,16 @@ pub(crate) fn parse_call(who: &str, args: &[AnyView], packed: bool) -> Result<Ma
     check_dtype::<f32>(&out, &format!("{who}: out"))?;
 
     let xs = x.shape().to_vec();
-    ensure!(!xs.is_empty(), VALUE_ERROR, "{who}: x: expected rank >= 1, got rank 0");
+    ensure!(
+        !xs.is_empty(),
+        VALUE_ERROR,
+        "{who}: x: expected rank >= 1, got rank 0"
+    );
     let k = xs[xs.len() - 1];
     let n = if packed {
-        *shape_of(&out, &format!("{who}: out"), xs.len())?.last().unwrap_or(&0)
+        *shape_of(&out, &format!("{who}: out"), xs.len())?
+            .last()
+            .unwrap_or(&0)
     } else {
         let n = shape_of(&w, &format!("{who}: w"), 2)?[1];
         expect_shape(&w, &format!("{who}: w"), &[k, n])?;
@@ -103,15 +102,19 @@ pub(crate) fn parse_call(who: &str, args: &[AnyView], packed: bool) -> Result<Ma
     expect_shape(&out, &format!("{who}: out"), &os)?;
     let rows = match xs[..xs.len() - 1]
         .iter()
-        .try_fold(1usize, |a, &d| a.checked_mul(d.max(0) as usize))
+        .try_fold(1usize, |a, &d| a.checked_mul(dim(d)))
     {
         Some(r) => r,
-        None => bail!(VALUE_ERROR, "{who}: x: the row count of shape {:?} overflows", xs),
+        None => bail!(
+            VALUE_ERROR,
+            "{who}: x: the row count of shape {:?} overflows",
+            xs
+        ),
     };
     Ok(MatmulCall {
         rows,
-        k: k.max(0) as usize,
-        n: n.max(0) as usize,
+        k: dim(k),
+        n: dim(n),
         x,
         w,
         bias,
@@ -132,31 +135,19 @@ pub(crate) fn call_data<'a>(
         None => None,
     };
     let od = output::<f32>(&c.out, &format!("{who}: out"))?;
-    let o = span(od);
-    ensure!(
-        !overlaps(o, span(&xd)),
-        VALUE_ERROR,
-        "{who}: out: output memory overlaps input x"
-    );
-    ensure!(
-        !overlaps(o, byte_span(&c.w)),
-        VALUE_ERROR,
-        "{who}: out: output memory overlaps input w"
-    );
-    if let Some(b) = &bd {
-        ensure!(
-            !overlaps(o, span(b)),
-            VALUE_ERROR,
-            "{who}: out: output memory overlaps input bias"
-        );
-    }
+    let ins = [
+        ("x", span(&xd)),
+        ("w", byte_span(&c.w)),
+        ("bias", bd.as_deref().and_then(span)),
+    ];
+    no_overlap(who, &[("out", span(od))], &ins)?;
     Ok((xd, bd, od))
 }
 
 /// Parses and validates the packed arguments, then runs [`matmul_forward`].
 pub fn matmul_packed(args: &[AnyView]) -> Result<()> {
     const WHO: &str = "matmul";
-    let c = parse_call(WHO, args, false)?;
+    let c = parse_call(&interface::MATMUL, args, false)?;
     let (x, bias, out) = call_data(WHO, &c)?;
     let w = input::<f32>(&c.w, "matmul: w")?;
     matmul_forward(c.rows, c.k, c.n, &x, &w, bias.as_deref(), out)
@@ -358,7 +349,11 @@ mod tests {
             Ok(_) => panic!("expected failure {want:?}"),
             Err(e) => {
                 assert_eq!(e.kind(), kind, "{}", e.message());
-                assert!(e.message().contains(want), "{:?} lacks {want:?}", e.message());
+                assert!(
+                    e.message().contains(want),
+                    "{:?} lacks {want:?}",
+                    e.message()
+                );
             }
         }
     }
@@ -375,13 +370,13 @@ mod tests {
             &[&[2, 3], &[3, 4], &[2, 4]],
             1,
             VALUE_ERROR,
-            "matmul: expected 5 arguments with has_bias=1, got 4",
+            "matmul: expected 5 arguments for has_bias=1, got 4",
         );
         fails(
             &[&[2, 3], &[3, 4], &[4], &[2, 4]],
             0,
             VALUE_ERROR,
-            "matmul: expected 4 arguments with has_bias=0, got 5",
+            "matmul: expected 4 arguments for has_bias=0, got 5",
         );
         fails(
             &[&[2, 3], &[3, 4, 1], &[2, 4]],
@@ -420,7 +415,9 @@ mod tests {
             "matmul: x: expected rank >= 1, got rank 0",
         );
         let r = function().call_packed(&[]);
-        assert!(err_of(r).message().contains("matmul: expected at least 1 argument"));
+        assert!(err_of(r)
+            .message()
+            .contains("matmul: expected at least 1 argument"));
 
         // dtype, non-tensor, strided and aliasing outputs.
         let mut x = Owned::new(vec![1i64; 6], &[2, 3]);
@@ -431,7 +428,8 @@ mod tests {
         let err = err_of(function().call_packed(&args_of(&zero, &views)));
         assert_eq!(err.kind(), TYPE_ERROR);
         assert!(
-            err.message().contains("matmul: x: expected dtype float32, got int64"),
+            err.message()
+                .contains("matmul: x: expected dtype float32, got int64"),
             "{}",
             err.message()
         );
@@ -448,7 +446,8 @@ mod tests {
         let views = [x.view(), w.view(), so.view()];
         let err = err_of(function().call_packed(&args_of(&zero, &views)));
         assert!(
-            err.message().contains("matmul: out: output tensors must be contiguous"),
+            err.message()
+                .contains("matmul: out: output tensors must be contiguous"),
             "{}",
             err.message()
         );
@@ -458,7 +457,8 @@ mod tests {
         let views = [v, w3.view(), sq.view()];
         let err = err_of(function().call_packed(&args_of(&zero, &views)));
         assert!(
-            err.message().contains("matmul: out: output memory overlaps input x"),
+            err.message()
+                .contains("matmul: out: output memory overlaps input x"),
             "{}",
             err.message()
         );

@@ -1,19 +1,28 @@
 //! Snake activation, `x + sin(alpha * x)^2 / alpha` per channel, as in Kokoro's
 //! vocoder residual blocks (`AdaINResBlock1`).
 //!
-//! Global name: `kokoro_tvm_ext.snake(x, alpha, out)`, destination-passing style.
+//! Global name: `kokoro_tvm_ext.snake(x, alpha, out)`, destination-passing style
+//! (interface: [`crate::interface::SNAKE`]).
 //! - `x`: float32 `[B, C, L]`, any strides;
 //! - `alpha`: float32 `[1, C, 1]` (the torch parameter's shape), any strides;
 //! - `out`: float32 `[B, C, L]`, contiguous.
 use rayon::prelude::*;
-use tvm_ffi::{ensure, Function, Result, TensorView, VALUE_ERROR};
+use tvm_ffi::{ensure, Any, AnyView, Function, Result, TensorView, VALUE_ERROR};
 
-use crate::tensor::{expect_shape, input, output, shape_of};
+use crate::args::{no_overlap, span, Cursor};
+use crate::interface;
+use crate::tensor::{byte_span, expect_shape, input, output, shape_of};
 
 /// The registered function.
 pub fn function() -> Function {
-    Function::from_typed(|x: TensorView, alpha: TensorView, out: TensorView| -> Result<()> {
-        snake(&x, &alpha, &out)
+    Function::from_packed(|args: &[AnyView]| -> Result<Any> {
+        let mut c = Cursor::new(&interface::SNAKE, args)?;
+        let x = c.tensor("x")?;
+        let alpha = c.tensor("alpha")?;
+        let out = c.output("out")?;
+        c.finish()?;
+        snake(&x, &alpha, &out)?;
+        Ok(Any::default())
     })
 }
 
@@ -31,6 +40,11 @@ pub fn snake(x: &TensorView, alpha: &TensorView, out: &TensorView) -> Result<()>
         "snake: alpha must be non-zero in every channel"
     );
     let ys = output::<f32>(out, "snake: out")?;
+    no_overlap(
+        "snake",
+        &[("out", span(ys))],
+        &[("x", byte_span(x)), ("alpha", byte_span(alpha))],
+    )?;
     if length == 0 {
         return Ok(());
     }
@@ -68,7 +82,9 @@ mod tests {
     #[test]
     fn matches_reference_on_odd_shapes() {
         for &(b, c, l) in &[(1usize, 1usize, 1usize), (2, 3, 17), (1, 5, 1), (3, 2, 0)] {
-            let xv: Vec<f32> = (0..b * c * l).map(|i| (i as f32 * 0.37).sin() * 3.0).collect();
+            let xv: Vec<f32> = (0..b * c * l)
+                .map(|i| (i as f32 * 0.37).sin() * 3.0)
+                .collect();
             let av: Vec<f32> = (0..c).map(|i| 0.5 + i as f32 * 0.25).collect();
             let shape = [b as i64, c as i64, l as i64];
             let mut x = Owned::new(xv.clone(), &shape);
@@ -77,9 +93,38 @@ mod tests {
             snake(&x.view(), &a.view(), &y.view()).unwrap();
             let want = reference(&xv, &av, c, l);
             for (got, want) in y.data.iter().zip(&want) {
-                assert!((got - want).abs() <= 1e-5 * want.abs().max(1.0), "{got} vs {want}");
+                assert!(
+                    (got - want).abs() <= 1e-5 * want.abs().max(1.0),
+                    "{got} vs {want}"
+                );
             }
         }
+    }
+
+    #[test]
+    fn an_output_sharing_memory_with_an_input_is_refused() {
+        let mut x = Owned::new(vec![0.5f32; 6], &[1, 2, 3]);
+        let mut a = Owned::new(vec![1.0f32; 2], &[1, 2, 1]);
+        let (xv, av) = (x.view(), a.view());
+        // Computing in place would read elements it already wrote.
+        let err = snake(&xv, &av, &xv).unwrap_err();
+        assert!(
+            err.message()
+                .contains("snake: out: output memory overlaps input x"),
+            "{}",
+            err.message()
+        );
+        let args = [AnyView::from(&xv), AnyView::from(&av)];
+        let err = function()
+            .call_packed(&args)
+            .err()
+            .expect("two arguments are refused");
+        assert!(
+            err.message()
+                .contains("snake: expected 3 arguments (x, alpha, out), got 2"),
+            "{}",
+            err.message()
+        );
     }
 
     #[test]
@@ -88,7 +133,9 @@ mod tests {
         let mut a = Owned::new(vec![1.0f32; 3], &[1, 3, 1]);
         let mut y = Owned::new(vec![0.0f32; 6], &[1, 2, 3]);
         let err = snake(&x.view(), &a.view(), &y.view()).unwrap_err();
-        assert!(err.message().contains("snake: alpha: expected shape [1, 2, 1], got [1, 3, 1]"));
+        assert!(err
+            .message()
+            .contains("snake: alpha: expected shape [1, 2, 1], got [1, 3, 1]"));
     }
 
     #[test]

@@ -6,46 +6,32 @@
 //! Outputs come from TVM's allocator and must be contiguous; [`output`] checks it.
 use std::borrow::Cow;
 
-use tvm_ffi::tvm_ffi_sys::dlpack::{DLDataTypeCode, DLDeviceType};
+use tvm_ffi::dtype::AsDLDataType;
+use tvm_ffi::tvm_ffi_sys::dlpack::{DLDataType, DLDataTypeCode, DLDeviceType};
+use tvm_ffi::DLDataTypeExt;
 use tvm_ffi::{bail, ensure, Result, TensorView, TYPE_ERROR, VALUE_ERROR};
 
-/// Element types the kernels accept, tied to their DLPack code and width.
-pub trait Element: Copy + Default + Send + Sync + 'static {
-    const CODE: DLDataTypeCode;
-    const NAME: &'static str;
-}
+/// Element types the kernels accept; tvm-ffi's [`AsDLDataType`] ties each to its dtype.
+pub trait Element: AsDLDataType + Default + Send + Sync + 'static {}
 
-impl Element for f32 {
-    const CODE: DLDataTypeCode = DLDataTypeCode::kDLFloat;
-    const NAME: &'static str = "float32";
-}
+impl Element for f32 {}
 
-impl Element for i64 {
-    const CODE: DLDataTypeCode = DLDataTypeCode::kDLInt;
-    const NAME: &'static str = "int64";
-}
+impl Element for i64 {}
 
 /// A bfloat16 value as its bits; the kernels convert, never compute with it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(transparent)]
 pub struct Bf16(pub u16);
 
-impl Element for Bf16 {
-    const CODE: DLDataTypeCode = DLDataTypeCode::kDLBfloat;
-    const NAME: &'static str = "bfloat16";
+impl AsDLDataType for Bf16 {
+    const DL_DATA_TYPE: DLDataType = DLDataType {
+        code: DLDataTypeCode::kDLBfloat as u8,
+        bits: 16,
+        lanes: 1,
+    };
 }
 
-fn dtype_name(t: &TensorView) -> String {
-    let d = t.dtype();
-    let code = match d.code {
-        c if c == DLDataTypeCode::kDLFloat as u8 => "float",
-        c if c == DLDataTypeCode::kDLInt as u8 => "int",
-        c if c == DLDataTypeCode::kDLUInt as u8 => "uint",
-        c if c == DLDataTypeCode::kDLBfloat as u8 => "bfloat",
-        _ => "code",
-    };
-    format!("{code}{}", d.bits)
-}
+impl Element for Bf16 {}
 
 /// Checks that `t` is a host tensor of element type `E`.
 pub fn check_dtype<E: Element>(t: &TensorView, name: &str) -> Result<()> {
@@ -58,11 +44,11 @@ pub fn check_dtype<E: Element>(t: &TensorView, name: &str) -> Result<()> {
     );
     let d = t.dtype();
     ensure!(
-        d.code == E::CODE as u8 && d.bits as usize == 8 * std::mem::size_of::<E>() && d.lanes == 1,
+        d == E::DL_DATA_TYPE,
         TYPE_ERROR,
         "{name}: expected dtype {}, got {}",
-        E::NAME,
-        dtype_name(t)
+        E::DL_DATA_TYPE.to_string().as_str(),
+        d.to_string().as_str()
     );
     Ok(())
 }
@@ -93,11 +79,36 @@ pub fn expect_shape(t: &TensorView, name: &str, expected: &[i64]) -> Result<()> 
     Ok(())
 }
 
+/// A tensor dimension as a size; dimensions are never negative.
+pub fn dim(v: i64) -> usize {
+    v.max(0) as usize
+}
+
+/// The element count of shape `dims`, an error naming `name` on overflow.
+pub fn checked_len(name: &str, dims: &[usize]) -> Result<usize> {
+    match dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d)) {
+        Some(n) => Ok(n),
+        None => bail!(VALUE_ERROR, "{name}: size {:?} overflows", dims),
+    }
+}
+
+/// Checks that the dense buffer `name` of `len` elements holds shape `dims`.
+pub fn expect_len(name: &str, len: usize, dims: &[usize]) -> Result<()> {
+    let want = checked_len(name, dims)?;
+    ensure!(
+        len == want,
+        VALUE_ERROR,
+        "{name}: expected {want} elements (shape {:?}), got {len}",
+        dims
+    );
+    Ok(())
+}
+
 fn base_ptr<E: Element>(t: &TensorView) -> Result<*mut E> {
     let raw = unsafe { &*t.as_raw() };
     let offset = raw.byte_offset as usize;
     ensure!(
-        offset % std::mem::size_of::<E>() == 0,
+        offset.is_multiple_of(std::mem::size_of::<E>()),
         VALUE_ERROR,
         "byte_offset {offset} is not a multiple of the element size"
     );
@@ -151,7 +162,9 @@ pub fn input<'a, E: Element>(t: &TensorView, name: &str) -> Result<Cow<'a, [E]>>
     }
     let base = base_ptr::<E>(t)?;
     if t.is_contiguous() {
-        return Ok(Cow::Borrowed(unsafe { std::slice::from_raw_parts(base, n) }));
+        return Ok(Cow::Borrowed(unsafe {
+            std::slice::from_raw_parts(base, n)
+        }));
     }
     let shape = t.shape().to_vec();
     let strides = strides_of(t);
@@ -207,7 +220,7 @@ pub struct Strided<'a, E> {
 /// The caller must not keep the view beyond the packed call that received `t`.
 pub fn strided_input<'a, E: Element>(t: &TensorView, name: &str) -> Result<Strided<'a, E>> {
     check_dtype::<E>(t, name)?;
-    let shape: Vec<usize> = t.shape().iter().map(|&d| d.max(0) as usize).collect();
+    let shape: Vec<usize> = t.shape().iter().map(|&d| dim(d)).collect();
     let raw_strides = strides_of(t);
     let mut strides = Vec::with_capacity(shape.len());
     // Index of the last element, the slice length minus one.
@@ -232,17 +245,25 @@ pub fn strided_input<'a, E: Element>(t: &TensorView, name: &str) -> Result<Strid
         strides.push(s);
     }
     if shape.contains(&0) {
-        return Ok(Strided { data: &[], shape, strides });
+        return Ok(Strided {
+            data: &[],
+            shape,
+            strides,
+        });
     }
     let base = base_ptr::<E>(t)?;
     let data = unsafe { std::slice::from_raw_parts(base as *const E, last + 1) };
-    Ok(Strided { data, shape, strides })
+    Ok(Strided {
+        data,
+        shape,
+        strides,
+    })
 }
 
 #[cfg(test)]
 pub(crate) mod testing {
     //! Build `TensorView`s over Rust-owned memory, as TVM would hand them over.
-    use tvm_ffi::tvm_ffi_sys::dlpack::{DLDataType, DLDevice, DLTensor};
+    use tvm_ffi::tvm_ffi_sys::dlpack::{DLDevice, DLTensor};
     use tvm_ffi::TensorView;
 
     use super::Element;
@@ -261,6 +282,18 @@ pub(crate) mod testing {
 
         pub fn vec(&mut self, n: usize) -> Vec<f32> {
             (0..n).map(|_| self.next()).collect()
+        }
+    }
+
+    /// Each output within `rel * (1 + sum of |terms|)` of the reference.
+    pub fn assert_close_to(what: &str, got: &[f32], want: &[(f64, f64)], rel: f64) {
+        assert_eq!(got.len(), want.len(), "{what}: length");
+        for (i, (g, (v, mag))) in got.iter().zip(want).enumerate() {
+            let tol = rel * (1.0 + mag);
+            assert!(
+                (*g as f64 - v).abs() <= tol,
+                "{what}: element {i}: got {g}, want {v} (tol {tol})"
+            );
         }
     }
 
@@ -287,12 +320,18 @@ pub(crate) mod testing {
                 data: std::ptr::null_mut(),
                 device: DLDevice::new(tvm_ffi::tvm_ffi_sys::dlpack::DLDeviceType::kDLCPU, 0),
                 ndim: shape.len() as i32,
-                dtype: DLDataType::new(E::CODE, (8 * std::mem::size_of::<E>()) as u8, 1),
+                dtype: E::DL_DATA_TYPE,
                 shape: std::ptr::null_mut(),
                 strides: std::ptr::null_mut(),
                 byte_offset,
             });
-            Self { data, shape: shape.to_vec(), strides: strides.to_vec(), byte_offset, dl }
+            Self {
+                data,
+                shape: shape.to_vec(),
+                strides: strides.to_vec(),
+                byte_offset,
+                dl,
+            }
         }
 
         pub fn view(&mut self) -> TensorView {
@@ -333,13 +372,23 @@ mod tests {
         let mut t = Owned::new(vec![1i64, 2], &[2]);
         let err = input::<f32>(&t.view(), "weight").unwrap_err();
         assert_eq!(err.kind(), TYPE_ERROR);
-        assert!(err.message().contains("weight: expected dtype float32, got int64"), "{}", err.message());
+        assert!(
+            err.message()
+                .contains("weight: expected dtype float32, got int64"),
+            "{}",
+            err.message()
+        );
     }
 
     #[test]
     fn strided_input_is_read_in_place() {
         // The transposed 2x3 view of the test above, plus a size-1 dimension.
-        let mut t = Owned::strided(vec![9.0f32, 0., 1., 2., 3., 4., 5.], &[3, 1, 2], &[1, 100, 3], 4);
+        let mut t = Owned::strided(
+            vec![9.0f32, 0., 1., 2., 3., 4., 5.],
+            &[3, 1, 2],
+            &[1, 100, 3],
+            4,
+        );
         let v = t.view();
         let s = strided_input::<f32>(&v, "x").unwrap();
         assert_eq!(s.shape, vec![3, 1, 2]);
@@ -347,23 +396,35 @@ mod tests {
         assert_eq!(s.data, &[0.0, 1., 2., 3., 4., 5.]);
         let mut n = Owned::strided(vec![0.0f32; 4], &[2, 2], &[-1, 2], 4);
         let err = strided_input::<f32>(&n.view(), "y").err().unwrap();
-        assert!(err.message().contains("y: negative strides are not supported"), "{}", err.message());
+        assert!(
+            err.message()
+                .contains("y: negative strides are not supported"),
+            "{}",
+            err.message()
+        );
         let mut e = Owned::new(Vec::<f32>::new(), &[0, 3]);
-        assert!(strided_input::<f32>(&e.view(), "z").unwrap().data.is_empty());
+        assert!(strided_input::<f32>(&e.view(), "z")
+            .unwrap()
+            .data
+            .is_empty());
     }
 
     #[test]
     fn strided_output_is_refused() {
         let mut t = Owned::strided(vec![0.0f32; 6], &[3, 2], &[1, 3], 0);
         let err = output::<f32>(&t.view(), "out").unwrap_err();
-        assert!(err.message().contains("out: output tensors must be contiguous"));
+        assert!(err
+            .message()
+            .contains("out: output tensors must be contiguous"));
     }
 
     #[test]
     fn shape_checks_name_expected_and_found() {
         let mut t = Owned::new(vec![0.0f32; 6], &[2, 3]);
         let err = expect_shape(&t.view(), "h0", &[3, 2]).unwrap_err();
-        assert!(err.message().contains("h0: expected shape [3, 2], got [2, 3]"));
+        assert!(err
+            .message()
+            .contains("h0: expected shape [3, 2], got [2, 3]"));
         let err = shape_of(&t.view(), "x", 3).unwrap_err();
         assert!(err.message().contains("x: expected rank 3, got rank 2"));
     }

@@ -15,25 +15,26 @@
 //! either, rayon's default applies (`RAYON_NUM_THREADS`, else one per core).
 use tvm_ffi::{ensure, Any, AnyView, Function, Result, VALUE_ERROR};
 
-use crate::gemm::int_in;
+use crate::args::Cursor;
+use crate::interface;
 
 /// The registered `kokoro_tvm_ext.set_num_threads`.
 pub fn function() -> Function {
     Function::from_packed(|args: &[AnyView]| -> Result<Any> {
-        ensure!(
-            args.len() == 1,
-            VALUE_ERROR,
-            "set_num_threads: expected 1 argument (n), got {}",
-            args.len()
-        );
-        let n = int_in(args[0], "set_num_threads: n", 1, 1 << 16)? as usize;
+        let mut c = Cursor::new(&interface::SET_NUM_THREADS, args)?;
+        let n = c.int_in("n", 1, 1 << 16)? as usize;
+        c.finish()?;
         Ok(Any::from(set_num_threads(n)? as i64))
     })
 }
 
 /// Sizes the kernels' pool to `n` threads, or checks that it has `n` already.
 pub fn set_num_threads(n: usize) -> Result<usize> {
-    if rayon::ThreadPoolBuilder::new().num_threads(n).build_global().is_ok() {
+    if rayon::ThreadPoolBuilder::new()
+        .num_threads(n)
+        .build_global()
+        .is_ok()
+    {
         return Ok(n);
     }
     let current = rayon::current_num_threads();
@@ -52,7 +53,9 @@ pub fn set_num_threads(n: usize) -> Result<usize> {
 pub fn size_pool_from_env() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        let n = std::env::var("TVM_NUM_THREADS").ok().and_then(|v| v.trim().parse::<usize>().ok());
+        let n = std::env::var("TVM_NUM_THREADS")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok());
         if let Some(n) = n.filter(|&n| n > 0) {
             // An error only means the pool exists already (another library built it).
             let _ = set_num_threads(n);

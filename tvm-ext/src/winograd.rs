@@ -40,13 +40,16 @@
 //! ±1/2 (and ±3/2 for `A = 10`, ±3/2 and ±2/3 for `A = 12`) and infinity,
 //! computed here in f64.
 use rayon::prelude::*;
-use tvm_ffi::tvm_ffi_sys::dlpack::{DLDataType, DLDataTypeCode, DLDevice, DLDeviceType};
 use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, Tensor, VALUE_ERROR};
 
+use crate::args::Cursor;
 use crate::conv::{call_data, parse_call, valid_range, Conv1dConfig, WeightKind};
-use crate::gemm::{internal, sgemm, tensor_arg, threads, JobError, Layout, Scratch, SharedMut};
+use crate::gemm::{sgemm, threads, Layout, SharedMut};
+use crate::interface;
 use crate::isa::Isa;
-use crate::tensor::{expect_shape, input, shape_of};
+use crate::job::{internal, JobError};
+use crate::scratch::Scratch;
+use crate::tensor::{dim, expect_shape, input, shape_of};
 
 /// The interpolation points besides infinity, in the order they are used.
 /// Among sets of small fractions these gave the smallest measured rounding
@@ -108,7 +111,9 @@ impl Transform {
             v
         };
         let (vm, c) = (vandermonde(m), invert(vandermonde(alpha), alpha));
-        let at = (0..m * alpha).map(|e| vm[(e % alpha) * m + e / alpha] as f32).collect();
+        let at = (0..m * alpha)
+            .map(|e| vm[(e % alpha) * m + e / alpha] as f32)
+            .collect();
         let bt = (0..alpha * alpha)
             .map(|e| c[(e % alpha) * alpha + e / alpha] as f32)
             .collect();
@@ -141,7 +146,11 @@ impl Transform {
             let g = &self.g[a * r..][..r];
             for (oc, dst) in u[a * cout * cin..][..cout * cin].iter_mut().enumerate() {
                 let taps = &w[oc * r..][..r];
-                *dst = g.iter().zip(taps).map(|(gk, wk)| gk * *wk as f64).sum::<f64>() as f32;
+                *dst = g
+                    .iter()
+                    .zip(taps)
+                    .map(|(gk, wk)| gk * *wk as f64)
+                    .sum::<f64>() as f32;
             }
         }
         u
@@ -197,16 +206,12 @@ pub fn conv1d_function() -> Function {
 
 fn pack_packed(args: &[AnyView]) -> Result<Tensor> {
     const WHO: &str = "pack_winograd";
-    ensure!(
-        args.len() == 1,
-        VALUE_ERROR,
-        "{WHO}: expected 1 argument (w), got {}",
-        args.len()
-    );
-    let w = tensor_arg(args[0], "pack_winograd: w")?;
+    let mut c = Cursor::new(&interface::PACK_WINOGRAD, args)?;
+    let w = c.tensor("w")?;
+    c.finish()?;
     let ws: Vec<usize> = shape_of(&w, "pack_winograd: w", 3)?
         .iter()
-        .map(|&d| d.max(0) as usize)
+        .map(|&d| dim(d))
         .collect();
     let (cout, cin, k) = (ws[0], ws[1], ws[2]);
     ensure!(
@@ -217,17 +222,17 @@ fn pack_packed(args: &[AnyView]) -> Result<Tensor> {
     let tr = Transform::for_taps(k, "pack_winograd: w")?;
     let u = tr.pack(cout, cin, &input::<f32>(&w, "pack_winograd: w")?);
     let shape = [tr.alpha as i64, cout as i64, cin as i64];
-    let f32_type = DLDataType::new(DLDataTypeCode::kDLFloat, 32, 1);
-    let cpu = DLDevice::new(DLDeviceType::kDLCPU, 0);
-    let mut t = Tensor::from_nd_alloc(tvm_ffi::CPUNDAlloc {}, &shape, f32_type, cpu);
-    // SAFETY: a fresh CPU tensor of `u.len()` float32s.
-    unsafe { std::ptr::copy_nonoverlapping(u.as_ptr(), t.data_ptr_mut() as *mut f32, u.len()) };
-    Ok(t)
+    Tensor::from_slice(&u, &shape)
 }
 
 fn conv1d_packed(args: &[AnyView]) -> Result<()> {
     const WHO: &str = "conv1d_winograd";
-    let call = parse_call(WHO, args, false, WeightKind::Winograd)?;
+    let call = parse_call(
+        &interface::CONV1D_WINOGRAD,
+        args,
+        false,
+        WeightKind::Winograd,
+    )?;
     let cfg = &call.cfg;
     check_geometry(cfg)?;
     let tr = Transform::for_taps(cfg.kernel, "conv1d_winograd: kernel_size")?;
@@ -323,7 +328,9 @@ fn plan(cfg: &Conv1dConfig, tr: &Transform, lout: usize, tile_bytes: usize) -> V
     let nb = widest
         .min((cfg.batch * tiles).div_ceil(2 * threads()).max(64))
         .next_multiple_of(LANES);
-    let width = tiles.div_ceil(tiles.div_ceil(nb)).next_multiple_of(GEMM_COLUMNS);
+    let width = tiles
+        .div_ceil(tiles.div_ceil(nb))
+        .next_multiple_of(GEMM_COLUMNS);
     let mut jobs = Vec::new();
     for b in 0..cfg.batch {
         for q0 in (0..tiles).step_by(width) {
@@ -393,7 +400,13 @@ fn run(
 }
 
 /// [`tile_job`] for this call's F(m, r), compiled for `isa`.
-fn run_job(isa: Isa, call: &Call, job: Job, s: &mut Scratch, par: bool) -> std::result::Result<(), JobError> {
+fn run_job(
+    isa: Isa,
+    call: &Call,
+    job: Job,
+    s: &mut Scratch,
+    par: bool,
+) -> std::result::Result<(), JobError> {
     match isa {
         // SAFETY: the features were detected at run time.
         #[cfg(target_arch = "x86_64")]
@@ -409,12 +422,22 @@ mod x86 {
     use super::{sized, Call, Job, JobError, Scratch};
 
     #[target_feature(enable = "avx512f,avx2,fma")]
-    pub(super) unsafe fn avx512(call: &Call, job: Job, s: &mut Scratch, par: bool) -> Result<(), JobError> {
+    pub(super) unsafe fn avx512(
+        call: &Call,
+        job: Job,
+        s: &mut Scratch,
+        par: bool,
+    ) -> Result<(), JobError> {
         sized::<true, true>(call, job, s, par)
     }
 
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn avx2(call: &Call, job: Job, s: &mut Scratch, par: bool) -> Result<(), JobError> {
+    pub(super) unsafe fn avx2(
+        call: &Call,
+        job: Job,
+        s: &mut Scratch,
+        par: bool,
+    ) -> Result<(), JobError> {
         sized::<true, false>(call, job, s, par)
     }
 }
@@ -432,7 +455,10 @@ fn sized<const FMA: bool, const PERM: bool>(
         (4, 8) => tile_job::<4, 8, FMA, PERM>(call, job, s, par),
         (4, 10) => tile_job::<4, 10, FMA, PERM>(call, job, s, par),
         (2, 12) => tile_job::<2, 12, FMA, PERM>(call, job, s, par),
-        (m, a) => Err(JobError(format!("no kernel for F({m}, {})", a + 1 - m))),
+        (m, a) => Err(JobError::new(format!(
+            "no kernel for F({m}, {})",
+            a + 1 - m
+        ))),
     }
 }
 
@@ -488,7 +514,11 @@ mod lanes {
 
     /// `flat[k * M + i] = rows[i][k] + add` for `flat` of `LANES * M` values.
     #[inline(always)]
-    pub(super) fn merge<const M: usize, const PERM: bool>(rows: &[[f32; LANES]; M], add: f32, flat: &mut [f32]) {
+    pub(super) fn merge<const M: usize, const PERM: bool>(
+        rows: &[[f32; LANES]; M],
+        add: f32,
+        flat: &mut [f32],
+    ) {
         let flat = &mut flat[..LANES * M];
         #[cfg(target_arch = "x86_64")]
         if PERM {
@@ -547,7 +577,8 @@ mod lanes {
         #[target_feature(enable = "avx512f")]
         pub(super) unsafe fn split<const M: usize>(flat: &[f32]) -> [[f32; LANES]; M] {
             let (index, mask) = const { split_tables::<M>() };
-            let v: [__m512; M] = std::array::from_fn(|j| _mm512_loadu_ps(flat.as_ptr().add(LANES * j)));
+            let v: [__m512; M] =
+                std::array::from_fn(|j| _mm512_loadu_ps(flat.as_ptr().add(LANES * j)));
             let mut rows = [[0.0f32; LANES]; M];
             for (i, row) in rows.iter_mut().enumerate() {
                 let idx = _mm512_loadu_si512(index[i].as_ptr().cast());
@@ -563,10 +594,15 @@ mod lanes {
         }
 
         #[target_feature(enable = "avx512f")]
-        pub(super) unsafe fn merge<const M: usize>(rows: &[[f32; LANES]; M], add: f32, flat: &mut [f32]) {
+        pub(super) unsafe fn merge<const M: usize>(
+            rows: &[[f32; LANES]; M],
+            add: f32,
+            flat: &mut [f32],
+        ) {
             let (index, mask) = const { merge_tables::<M>() };
             let add = _mm512_set1_ps(add);
-            let r: [__m512; M] = std::array::from_fn(|i| _mm512_add_ps(_mm512_loadu_ps(rows[i].as_ptr()), add));
+            let r: [__m512; M] =
+                std::array::from_fn(|i| _mm512_add_ps(_mm512_loadu_ps(rows[i].as_ptr()), add));
             for j in 0..M {
                 let idx = _mm512_loadu_si512(index[j].as_ptr().cast());
                 let mut v = _mm512_setzero_ps();
@@ -666,7 +702,10 @@ fn phase_block<const M: usize, const A: usize, const FMA: bool, const PERM: bool
                     return;
                 }
                 let first = (range.start as i128 * step as i128 + off) as usize;
-                for (o, s) in dst[range].iter_mut().zip(xrow[first..].iter().step_by(step)) {
+                for (o, s) in dst[range]
+                    .iter_mut()
+                    .zip(xrow[first..].iter().step_by(step))
+                {
                     *o = *s;
                 }
             };
@@ -764,7 +803,9 @@ mod tests {
             for i in 0..m {
                 for k in 0..r {
                     for j in 0..a_n {
-                        let term = |a: usize| tr.at[i * a_n + a] as f64 * tr.g[a * r + k] * tr.bt[a * a_n + j] as f64;
+                        let term = |a: usize| {
+                            tr.at[i * a_n + a] as f64 * tr.g[a * r + k] * tr.bt[a * a_n + j] as f64
+                        };
                         let s: f64 = (0..a_n).map(term).sum();
                         // AT and BT are rounded to f32.
                         let tol = 1e-6 * (0..a_n).map(|a| term(a).abs()).sum::<f64>() + 1e-12;
@@ -776,7 +817,8 @@ mod tests {
         }
     }
 
-    use crate::conv::tests::{assert_close_to, reference_conv};
+    use crate::conv::reference::reference_conv;
+    use crate::tensor::testing::assert_close_to;
     use crate::tensor::testing::Owned;
     use tvm_ffi::{TensorView, TYPE_ERROR};
 
@@ -805,7 +847,12 @@ mod tests {
     }
 
     /// Through the registered functions: pack, then convolve; `out` starts NaN.
-    fn call(c: &Conv1dConfig, x: &[f32], w: &[f32], bias: Option<&[f32]>) -> tvm_ffi::Result<Vec<f32>> {
+    fn call(
+        c: &Conv1dConfig,
+        x: &[f32],
+        w: &[f32],
+        bias: Option<&[f32]>,
+    ) -> tvm_ffi::Result<Vec<f32>> {
         let lout = c.conv_out_len().unwrap();
         let mut wt = Owned::new(
             w.to_vec(),
@@ -814,7 +861,10 @@ mod tests {
         let wv = wt.view();
         let packed = pack_function().call_packed(&[AnyView::from(&wv)])?;
         let u: Tensor = packed.try_into().unwrap();
-        let mut xt = Owned::new(x.to_vec(), &[c.batch as i64, c.in_channels as i64, c.length as i64]);
+        let mut xt = Owned::new(
+            x.to_vec(),
+            &[c.batch as i64, c.in_channels as i64, c.length as i64],
+        );
         let mut bt = bias.map(|b| Owned::new(b.to_vec(), &[b.len() as i64]));
         let mut ot = Owned::new(
             vec![f32::NAN; c.batch * c.out_channels * lout],
@@ -848,7 +898,7 @@ mod tests {
         let mut rng = Rng(0x3170);
         // (batch, cin, cout, length, kernel, pads, dilation)
         let cases = [
-            (1, 1, 1, 1, 3, (1, 1), 1),  // length 1: one output, all padding but the centre
+            (1, 1, 1, 1, 3, (1, 1), 1), // length 1: one output, all padding but the centre
             (2, 5, 3, 17, 3, (1, 1), 1), // odd channels, a partial last tile
             (1, 19, 21, 40, 5, (2, 2), 1),
             (1, 7, 9, 50, 7, (9, 9), 3), // dilation: three phases
@@ -862,7 +912,8 @@ mod tests {
             let x = rng.vec(batch * cin * length);
             let w = rng.vec(cout * cin * k);
             for bias in [None, Some(rng.vec(cout))] {
-                let got = call(&c, &x, &w, bias.as_deref()).unwrap_or_else(|e| panic!("{c:?}: {}", e.message()));
+                let got = call(&c, &x, &w, bias.as_deref())
+                    .unwrap_or_else(|e| panic!("{c:?}: {}", e.message()));
                 // F(2,11)'s transforms scale terms up before they cancel.
                 let tol = if k == 11 { 2e-4 } else { 2e-5 };
                 assert_close_to(
@@ -897,7 +948,18 @@ mod tests {
             for isa in Isa::available() {
                 for tile_bytes in [4096, TILE_BYTES] {
                     let mut out = vec![f32::NAN; 2 * 8 * lout];
-                    run(isa, &c, &tr, lout, &x, &u, Some(&bias), &mut out, tile_bytes).unwrap();
+                    run(
+                        isa,
+                        &c,
+                        &tr,
+                        lout,
+                        &x,
+                        &u,
+                        Some(&bias),
+                        &mut out,
+                        tile_bytes,
+                    )
+                    .unwrap();
                     let tol = if k == 11 { 2e-4 } else { 2e-5 };
                     assert_close_to(&format!("{isa:?} {tile_bytes} {c:?}"), &out, &want, tol);
                 }
@@ -909,11 +971,16 @@ mod tests {
     fn lane_splits_and_merges_are_transposes() {
         fn check<const M: usize>() {
             let flat: Vec<f32> = (0..LANES * M).map(|e| e as f32).collect();
-            let want: [[f32; LANES]; M] = std::array::from_fn(|i| std::array::from_fn(|k| (k * M + i) as f32));
+            let want: [[f32; LANES]; M] =
+                std::array::from_fn(|i| std::array::from_fn(|k| (k * M + i) as f32));
             let mut merged = vec![0.0; LANES * M];
             assert_eq!(lanes::split::<M, false>(&flat), want, "M={M}");
             lanes::merge::<M, false>(&want, 0.5, &mut merged);
-            assert_eq!(merged, flat.iter().map(|v| v + 0.5).collect::<Vec<_>>(), "M={M}");
+            assert_eq!(
+                merged,
+                flat.iter().map(|v| v + 0.5).collect::<Vec<_>>(),
+                "M={M}"
+            );
             #[cfg(target_arch = "x86_64")]
             if Isa::available().contains(&Isa::Avx512) {
                 assert_eq!(lanes::split::<M, true>(&flat), want, "M={M}, AVX-512");
@@ -932,10 +999,13 @@ mod tests {
 
     #[test]
     fn bad_calls_are_errors_that_name_the_problem() {
-        let message = |r: tvm_ffi::Result<Vec<f32>>| r.err().map(|e| e.message().to_string()).unwrap_or_default();
+        let message = |r: tvm_ffi::Result<Vec<f32>>| {
+            r.err().map(|e| e.message().to_string()).unwrap_or_default()
+        };
         let (x, w) = (vec![0.0; 2 * 8], vec![0.0; 2 * 2 * 4]);
         let c = config(1, 2, 2, 8, 4, (0, 0), 1);
-        assert!(message(call(&c, &x, &w, None)).contains("kernels of 4 taps have no Winograd transform"));
+        assert!(message(call(&c, &x, &w, None))
+            .contains("kernels of 4 taps have no Winograd transform"));
 
         // Weights not packed (torch's layout), a wrong dtype, stride 2.
         let mut xt = Owned::new(vec![0.0f32; 16], &[1, 2, 8]);
@@ -949,14 +1019,19 @@ mod tests {
         };
         let e = run([1, 1, 1, 1, 1, 0, 3], &wv);
         assert!(
-            e.message().contains("weights packed by kokoro_tvm_ext.pack_winograd"),
+            e.message()
+                .contains("weights packed by kokoro_tvm_ext.pack_winograd"),
             "{}",
             e.message()
         );
         let mut u = Owned::new(vec![0.0f32; 8 * 4], &[8, 2, 2]);
         let uv = u.view();
         let e = run([2, 1, 1, 1, 1, 0, 3], &uv);
-        assert!(e.message().contains("only stride 1 and groups 1"), "{}", e.message());
+        assert!(
+            e.message().contains("only stride 1 and groups 1"),
+            "{}",
+            e.message()
+        );
         let mut half = Owned::new(vec![crate::tensor::Bf16(0); 8 * 4], &[8, 2, 2]);
         let hv = half.view();
         assert_eq!(run([1, 1, 1, 1, 1, 0, 3], &hv).kind(), TYPE_ERROR);
@@ -1005,7 +1080,9 @@ mod tests {
                 ts[3]
             };
             let td = time(&mut || conv1d_forward(&c, &x, &w, Some(&bias), &mut o1).unwrap());
-            let tw = time(&mut || conv1d_winograd_forward(&c, &tr, &x, &u, Some(&bias), &mut o2).unwrap());
+            let tw = time(&mut || {
+                conv1d_winograd_forward(&c, &tr, &x, &u, Some(&bias), &mut o2).unwrap()
+            });
             let err = o1
                 .iter()
                 .zip(&o2)

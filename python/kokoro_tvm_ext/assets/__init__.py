@@ -12,16 +12,27 @@ One job per module:
 * :mod:`.sdist_voices` the 54 packs of hexgrad's kokoro 0.9.4 sdist, verified, in the user cache;
 * :mod:`.g2p`        text -> phonemes (and Words) for all nine languages, tokens, chunking;
 * :mod:`.cache`      the user cache directory, atomic writes, progress on stderr;
-* :mod:`.errors`     ``AssetError`` and its subclasses.
 
 This subpackage imports torch only inside the functions that need it (weights, .pt voices).
 Assets feed ``cli/`` and ``kokoro/``, never the compiler path.
 """
+
+from ..errors import AssetError, CorruptAssetError, MissingAssetError
 from .config import load_config
-from .errors import AssetError, CorruptAssetError, MissingAssetError
 from .g2p import (
-    LANGUAGES, MAX_TOKENS, Language, LanguageMismatchWarning, UnknownPhonemeWarning, Word, chunk_phonemes, chunk_text,
-    count_tokens, phonemize, phonemize_words, resolve_lang, tokenize,
+    LANGUAGES,
+    MAX_TOKENS,
+    Language,
+    LanguageMismatchWarning,
+    UnknownPhonemeWarning,
+    Word,
+    chunk_phonemes,
+    chunk_text,
+    count_tokens,
+    phonemize,
+    phonemize_words,
+    resolve_lang,
+    tokenize,
 )
 from .voices import DEFAULT_VOICE, VoiceInfo, list_voices, load_voice, parse_voice_spec, style_for, voice_language
 from .weights import ResolvedWeights, load_model, resolve, resolve_weights

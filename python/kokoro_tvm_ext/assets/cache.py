@@ -3,6 +3,7 @@
 The cache lives in ``$KOKORO_TVM_CACHE`` if set, else ``~/.cache/kokoro-tvm``.
 Everything in it is derived data: deleting it is always safe.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -10,10 +11,11 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
-from .errors import AssetError
+from ..errors import AssetError
 
 CACHE_ENV = "KOKORO_TVM_CACHE"
 

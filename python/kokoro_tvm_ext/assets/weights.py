@@ -20,6 +20,7 @@ possibly prefixed ``module.``) or a flat ``{"bert.embeddings...": tensor}`` dict
 is an error. Only buffers KModel computes itself (the STFT kernels that
 ``disable_complex=True`` adds) may be absent from the file.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -27,11 +28,11 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import hf_cache, onnx_parts
+from ..errors import AssetError, CorruptAssetError, MissingAssetError
 from ..file_hash import remembered_sha256
+from . import hf_cache, onnx_parts
 from .cache import Progress, atomic_write, cache_dir
 from .config import load_config
-from .errors import AssetError, CorruptAssetError, MissingAssetError
 from .rebuild import REBUILD_VERSION, SUBMODULES, build_kmodel, rebuild_state_dict
 
 WEIGHTS_ENV = "KOKORO_TVM_WEIGHTS"
@@ -78,8 +79,9 @@ def locate(path: str | os.PathLike | None = None) -> ResolvedWeights:
     snap = hf_cache.find_model()
     if snap is not None:
         return ResolvedWeights(snap.weights, load_config(snap.config), "huggingface-cache")
-    return ResolvedWeights(rebuilt_weights_path(), load_config(), "onnx-rebuild",
-                           f"int8onnx-{onnx_parts.ONNX_SHA256}-r{REBUILD_VERSION}")
+    return ResolvedWeights(
+        rebuilt_weights_path(), load_config(), "onnx-rebuild", f"int8onnx-{onnx_parts.ONNX_SHA256}-r{REBUILD_VERSION}"
+    )
 
 
 def resolve(path: str | os.PathLike | None = None, *, progress: Progress | None = None) -> ResolvedWeights:

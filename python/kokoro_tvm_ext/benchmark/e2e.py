@@ -19,6 +19,7 @@ import, as deployed), so its peak RSS is what it needs to
 synthesize; compiling and model conversion happen in a separate process
 before any timing. A per-stage breakdown is printed for tvm and torch.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,6 +30,7 @@ import time
 from pathlib import Path
 
 from ..assets.voices import DEFAULT_VOICE
+from ..model_spec import MAX_TOKENS, SAMPLE_RATE, add_boundary_ids
 from .workers import in_subprocess, job_main, peak_rss_mb
 
 TEXTS = {  # 48 and 309 tokens with the default G2P
@@ -50,12 +52,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=int, default=5, help="timed runs per cell, after one warm-up (default: 5)")
     parser.add_argument("--voice", default=DEFAULT_VOICE, help="voice for every system (default: %(default)s)")
     parser.add_argument("--weights", help="a KModel .pth (default: the offline weights)")
-    parser.add_argument("--systems", nargs="+", default=SYSTEMS, choices=SYSTEMS, metavar="SYSTEM",
-                        help=f"rows to measure (default: all of {' '.join(SYSTEMS)})")
+    parser.add_argument(
+        "--systems",
+        nargs="+",
+        default=SYSTEMS,
+        choices=SYSTEMS,
+        metavar="SYSTEM",
+        help=f"rows to measure (default: all of {' '.join(SYSTEMS)})",
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the rows to PATH as JSON")
 
 
 # -- measuring, inside one worker process ------------------------------------------------
+
 
 def timed(fn, repeat: int):
     """(median seconds of ``repeat`` runs after one warm-up, the last result)."""
@@ -75,7 +84,7 @@ def worker(job: dict) -> dict:
 
     data = np.load(job["inputs"])
     tokens, style, repeat = data["tokens"], data["style"], job["repeat"]
-    ids = np.array([[0, *tokens, 0]], np.int64)
+    ids = add_boundary_ids(tokens)[None]
     row = {"system": job["system"], "tokens": int(tokens.size)}
     if job["system"] in PRECISION:
         from kokoro_tvm_ext.runtime import KokoroTVM
@@ -103,7 +112,7 @@ def worker(job: dict) -> dict:
         session = ort.InferenceSession(job["onnx"], opts, providers=["CPUExecutionProvider"])
         feed = {"tokens": ids, "style": style, "speed": np.ones(1, np.float32)}
         seconds, (audio,) = timed(lambda: session.run(None, feed), repeat)
-    audio_seconds = np.asarray(audio).size / 24000
+    audio_seconds = np.asarray(audio).size / SAMPLE_RATE
     row.update(seconds=seconds, audio_seconds=audio_seconds, rtf=seconds / audio_seconds, peak_rss_mb=peak_rss_mb())
     if "audio_out" in job:  # for the SNR, which the driver computes
         np.save(job["audio_out"], np.asarray(audio, np.float32))
@@ -154,6 +163,7 @@ def torch_stages(model, ids, ref_s) -> dict:
 
 # -- preparing, in a process of its own (its memory must not count) ---------------------
 
+
 def prepare(job: dict) -> dict:
     """What a system's worker needs on disk: the compiled artifact or the ONNX file."""
     from kokoro_tvm_ext.assets import resolve
@@ -199,12 +209,13 @@ def write_inputs(text: str, voice: str, weights, path: Path) -> None:
 
     vocab = weights.config["vocab"]
     tokens = tokenize(" ".join(chunk_text(text, vocab)), vocab)
-    if len(tokens) > 510:
-        raise ValueError(f"benchmark text has {len(tokens)} tokens; keep it within 510")
+    if len(tokens) > MAX_TOKENS:
+        raise ValueError(f"benchmark text has {len(tokens)} tokens; keep it within {MAX_TOKENS}")
     np.savez(path, tokens=np.array(tokens, np.int64), style=style_for(load_voice(voice), len(tokens)))
 
 
 # -- driver -----------------------------------------------------------------------------
+
 
 def run(args) -> int:
     from kokoro_tvm_ext.assets import resolve
@@ -220,11 +231,17 @@ def run(args) -> int:
             write_inputs(text, args.voice, weights, inputs[key])
         for system in args.systems:
             print(f"preparing {system}", file=sys.stderr, flush=True)
-            ready = in_subprocess(__name__, "prepare", {"system": system, "weights": args.weights}, args.threads,
-                                  block_torch=False)
+            ready = in_subprocess(
+                __name__, "prepare", {"system": system, "weights": args.weights}, args.threads, block_torch=False
+            )
             for key in TEXTS:
-                job = {**ready, "system": system, "inputs": str(inputs[key]), "repeat": args.repeat,
-                       "threads": args.threads}
+                job = {
+                    **ready,
+                    "system": system,
+                    "inputs": str(inputs[key]),
+                    "repeat": args.repeat,
+                    "threads": args.threads,
+                }
                 if system in PRECISION:
                     job["audio_out"] = str(Path(tmp) / f"{system}-{key}.npy")
                 try:
@@ -248,13 +265,25 @@ def run(args) -> int:
     print(machine_line(args.threads))
     print_table(
         ["system", "tokens", "seconds", "audio s", "RTF", "peak RSS MB", "compile s", "SNR dB"],
-        [[r["system"], r["tokens"], f"{r['seconds']:.3f}", f"{r['audio_seconds']:.2f}", f"{r['rtf']:.3f}",
-          f"{r['peak_rss_mb']:.0f}", f"{r['compile_seconds']:.0f}" if "compile_seconds" in r else "",
-          "" if r.get("snr_db") is None else f"{r['snr_db']:.1f}"] for r in rows],
+        [
+            [
+                r["system"],
+                r["tokens"],
+                f"{r['seconds']:.3f}",
+                f"{r['audio_seconds']:.2f}",
+                f"{r['rtf']:.3f}",
+                f"{r['peak_rss_mb']:.0f}",
+                f"{r['compile_seconds']:.0f}" if "compile_seconds" in r else "",
+                "" if r.get("snr_db") is None else f"{r['snr_db']:.1f}",
+            ]
+            for r in rows
+        ],
     )
     print("\nper stage (seconds, medians):")
-    print_table(["system", "tokens", "stage", "seconds"],
-                [[r["system"], r["tokens"], name, f"{t:.3f}"] for r in rows for name, t in r.get("stages", {}).items()])
+    print_table(
+        ["system", "tokens", "stage", "seconds"],
+        [[r["system"], r["tokens"], name, f"{t:.3f}"] for r in rows for name, t in r.get("stages", {}).items()],
+    )
     if args.json:
         Path(args.json).write_text(json.dumps([{k: r[k] for k in JSON_KEYS if k in r} for r in rows], indent=2))
     return 0 if len(rows) == len(args.systems) * len(TEXTS) else 1

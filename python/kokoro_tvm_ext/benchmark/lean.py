@@ -13,6 +13,7 @@ Two measurements, one run:
    system in a fresh process that gets tokens and style only: our artifact with
    torch blocked from import (as deployed), and ONNX Runtime on the int8 export.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -91,8 +92,10 @@ def _cold_say(repeat: int, threads: int, tmp: Path) -> tuple[list[float], list[d
         start = time.perf_counter()
         subprocess.run(cmd, check=True, env=env, capture_output=True)
         walls.append(time.perf_counter() - start)
-    steps = [in_subprocess(__name__, "worker", {"output": str(tmp / "y.wav")}, threads, block_torch=False)
-             for _ in range(repeat)]
+    steps = [
+        in_subprocess(__name__, "worker", {"output": str(tmp / "y.wav")}, threads, block_torch=False)
+        for _ in range(repeat)
+    ]
     return walls, steps
 
 
@@ -124,16 +127,31 @@ def run(args) -> int:
         walls, steps = _cold_say(args.repeat, args.threads, tmp)
         rows = [] if args.skip_memory else _memory_rows(args.threads, tmp)
     print(machine_line(args.threads))
-    print(f'\ncold `kokoro-tvm say "{SENTENCE}" -o x.wav`, artifact cached, median of {args.repeat}: '
-          f"{statistics.median(walls):.2f} s wall (runs: {', '.join(f'{w:.2f}' for w in walls)}); "
-          f"{steps[0]['audio_seconds']:.2f} s of audio; torch imported: {steps[0]['torch_imported']}")
-    print_table(["step", "median s"], [[s, f"{statistics.median(r[s] for r in steps):.3f}"] for s in STEPS]
-                + [["total (in-process)", f"{statistics.median(sum(r[s] for s in STEPS) for r in steps):.3f}"]])
+    print(
+        f'\ncold `kokoro-tvm say "{SENTENCE}" -o x.wav`, artifact cached, median of {args.repeat}: '
+        f"{statistics.median(walls):.2f} s wall (runs: {', '.join(f'{w:.2f}' for w in walls)}); "
+        f"{steps[0]['audio_seconds']:.2f} s of audio; torch imported: {steps[0]['torch_imported']}"
+    )
+    print_table(
+        ["step", "median s"],
+        [[s, f"{statistics.median(r[s] for r in steps):.3f}"] for s in STEPS]
+        + [["total (in-process)", f"{statistics.median(sum(r[s] for s in STEPS) for r in steps):.3f}"]],
+    )
     if rows:
         print("\npeak RSS of one synthesis, each in a fresh process (tvm with torch blocked):")
-        print_table(["system", "tokens", "peak RSS MB", "seconds", "audio s"],
-                    [[r["system"], r["tokens"], f"{r['peak_rss_mb']:.0f}", f"{r['seconds']:.3f}",
-                      f"{r['audio_seconds']:.2f}"] for r in rows])
+        print_table(
+            ["system", "tokens", "peak RSS MB", "seconds", "audio s"],
+            [
+                [
+                    r["system"],
+                    r["tokens"],
+                    f"{r['peak_rss_mb']:.0f}",
+                    f"{r['seconds']:.3f}",
+                    f"{r['audio_seconds']:.2f}",
+                ]
+                for r in rows
+            ],
+        )
     print("\nJSON " + json.dumps({"say_wall": walls, "steps": steps, "memory": rows}))
     return 0
 

@@ -14,6 +14,7 @@ activation stays fp32.
 
 Nodes left without consumers are dropped afterwards.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -71,7 +72,11 @@ def dequantized_model(int8_model):
             w = _dequant(g.array(n.input[1]), g.optional(n, 3), g.weight_scale(n))
             end, _ = chain_end(n)
             replaced[id(end)] = helper.make_node(
-                "MatMul", [float_input(n), weight(n.input[1], w)], list(end.output), name=f"{n.name or n.output[0]}_fp32")
+                "MatMul",
+                [float_input(n), weight(n.input[1], w)],
+                list(end.output),
+                name=f"{n.name or n.output[0]}_fp32",
+            )
         elif n.op_type == "ConvInteger":
             w = _dequant(g.array(n.input[1]), g.optional(n, 3), g.weight_scale(n))
             end, bias = chain_end(n)
@@ -88,15 +93,22 @@ def dequantized_model(int8_model):
 
             w = weight(n.input[1], deq(n.input[1], n.input[8], n.input[9]))
             r = weight(n.input[2], deq(n.input[2], n.input[10], n.input[11]))
-            lstm = helper.make_node("LSTM", [n.input[0], w, r, *n.input[3:7]], list(n.output), name=f"{n.name or n.output[0]}_fp32")
-            lstm.attribute.extend(a for a in n.attribute if a.name in ("direction", "hidden_size", "activations", "clip"))
+            lstm = helper.make_node(
+                "LSTM", [n.input[0], w, r, *n.input[3:7]], list(n.output), name=f"{n.name or n.output[0]}_fp32"
+            )
+            lstm.attribute.extend(
+                a for a in n.attribute if a.name in ("direction", "hidden_size", "activations", "clip")
+            )
             replaced[id(n)] = lstm
 
     nodes = [replaced.get(id(n), n) for n in g.nodes]
     nodes = _drop_dead(nodes, {o.name for o in int8_model.graph.output})
     used = {x for n in nodes for x in n.input}
     graph = helper.make_graph(
-        nodes, int8_model.graph.name + "_fp32", list(int8_model.graph.input), list(int8_model.graph.output),
+        nodes,
+        int8_model.graph.name + "_fp32",
+        list(int8_model.graph.input),
+        list(int8_model.graph.output),
         [i for i in list(int8_model.graph.initializer) + new_inits if i.name in used],
     )
     model = helper.make_model(graph, opset_imports=list(int8_model.opset_import))

@@ -7,6 +7,7 @@ choice) as streaming requests. One table: time to first audio byte p50/p95, full
 response time p50/p95, audio seconds produced per wall second, and the server's peak
 RSS (VmHWM). Then, for the first backend, RSS after 50 and after 500 short requests.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,6 +21,7 @@ import sys
 import threading
 import time
 
+from ..model_spec import SAMPLE_RATE
 from .table import machine_line, print_table
 
 SENTENCES = [
@@ -39,14 +41,29 @@ SHORT = "Thanks, that is all."
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("serve benchmark (--serve)")
-    g.add_argument("--backends", nargs="+", default=["tvm", "torch"], choices=["tvm", "torch"],
-                   help="servers to measure (default: tvm torch)")
+    g.add_argument(
+        "--backends",
+        nargs="+",
+        default=["tvm", "torch"],
+        choices=["tvm", "torch"],
+        help="servers to measure (default: tvm torch)",
+    )
     g.add_argument("--clients", nargs="+", type=int, default=[1, 4, 16], help="concurrency levels (default: 1 4 16)")
-    g.add_argument("--requests", type=int, default=48, help="requests per concurrency level, at least one per client (default: 48)")
-    g.add_argument("--format", default="mp3", choices=["mp3", "opus", "aac", "flac", "wav", "pcm"],
-                   help="response_format (default: mp3)")
-    g.add_argument("--rss-requests", type=int, default=500,
-                   help="short requests for the RSS growth check, 0 to skip (default: 500)")
+    g.add_argument(
+        "--requests", type=int, default=48, help="requests per concurrency level, at least one per client (default: 48)"
+    )
+    g.add_argument(
+        "--format",
+        default="mp3",
+        choices=["mp3", "opus", "aac", "flac", "wav", "pcm"],
+        help="response_format (default: mp3)",
+    )
+    g.add_argument(
+        "--rss-requests",
+        type=int,
+        default=500,
+        help="short requests for the RSS growth check, 0 to skip (default: 500)",
+    )
     g.add_argument("--artifact", help="the server's --artifact (default: the cached one)")
     g.add_argument("--server-args", default="", help="extra arguments for `kokoro-tvm serve`, e.g. '--max-batch 1'")
 
@@ -86,8 +103,21 @@ def wait_until_healthy(url: str, proc, timeout: float) -> None:
 class Server:
     def __init__(self, backend: str, args):
         self.port = _free_port()
-        cmd = [sys.executable, "-m", "kokoro_tvm_ext.cli", "serve", "--backend", backend, "--port", str(self.port),
-               "--threads", str(args.threads), "--max-input-chars", "100000", *args.server_args.split()]
+        cmd = [
+            sys.executable,
+            "-m",
+            "kokoro_tvm_ext.cli",
+            "serve",
+            "--backend",
+            backend,
+            "--port",
+            str(self.port),
+            "--threads",
+            str(args.threads),
+            "--max-input-chars",
+            "100000",
+            *args.server_args.split(),
+        ]
         if args.artifact and backend == "tvm":
             cmd += ["--artifact", args.artifact]
         if args.weights:
@@ -116,7 +146,7 @@ class Server:
 
 def _audio_seconds(data: bytes, fmt: str) -> float:
     if fmt == "pcm":
-        return len(data) / 2 / 24000
+        return len(data) / 2 / SAMPLE_RATE  # 16-bit mono at the model's rate
     import av
 
     with av.open(io.BytesIO(data)) as c:
@@ -128,8 +158,9 @@ def _one_request(client, text: str, voice: str, fmt: str) -> tuple[float, float,
     start = time.perf_counter()
     first = None
     parts = []
-    with client.audio.speech.with_streaming_response.create(model="kokoro", voice=voice, input=text,
-                                                            response_format=fmt) as response:
+    with client.audio.speech.with_streaming_response.create(
+        model="kokoro", voice=voice, input=text, response_format=fmt
+    ) as response:
         for piece in response.iter_bytes():
             if piece and first is None:
                 first = time.perf_counter() - start
@@ -199,8 +230,17 @@ def run(args) -> int:
     from ..assets.voices import DEFAULT_VOICE
 
     voice = args.voice or DEFAULT_VOICE
-    headers = ["backend", "clients", "ok", "first audio p50 ms", "p95 ms", "full p50 s", "p95 s",
-               "audio s / wall s", "server peak RSS MiB"]
+    headers = [
+        "backend",
+        "clients",
+        "ok",
+        "first audio p50 ms",
+        "p95 ms",
+        "full p50 s",
+        "p95 s",
+        "audio s / wall s",
+        "server peak RSS MiB",
+    ]
     rows, rss = [], None
     for backend in args.backends:
         print(f"starting the {backend} server ...", file=sys.stderr)
@@ -209,10 +249,19 @@ def run(args) -> int:
             for clients in args.clients:
                 n = max(args.requests, clients)  # every client sends at least one request
                 r = load_level(server.url, clients, n, voice, args.format, seed=clients)
-                rows.append([backend, clients, f"{r['ok']}/{n}",
-                             f"{_pct(r['firsts'], 50) * 1000:.0f}", f"{_pct(r['firsts'], 95) * 1000:.0f}",
-                             f"{_pct(r['totals'], 50):.2f}", f"{_pct(r['totals'], 95):.2f}",
-                             f"{r['audio'] / r['wall']:.2f}", f"{server.peak_rss_mb():.0f}"])
+                rows.append(
+                    [
+                        backend,
+                        clients,
+                        f"{r['ok']}/{n}",
+                        f"{_pct(r['firsts'], 50) * 1000:.0f}",
+                        f"{_pct(r['firsts'], 95) * 1000:.0f}",
+                        f"{_pct(r['totals'], 50):.2f}",
+                        f"{_pct(r['totals'], 95):.2f}",
+                        f"{r['audio'] / r['wall']:.2f}",
+                        f"{server.peak_rss_mb():.0f}",
+                    ]
+                )
                 print("  " + " | ".join(f"{h}: {c}" for h, c in zip(headers, rows[-1])), file=sys.stderr)
                 for e in r["errors"][:3]:
                     print(f"  error: {e}", file=sys.stderr)
@@ -226,13 +275,17 @@ def run(args) -> int:
             rss = (args.backends[0], *rss_growth(server.url, server, args.rss_requests, voice))
         finally:
             server.stop()
-    print(machine_line(args.threads) + f"; server and clients share the machine; format {args.format}; "
-          f"load average at the end {os.getloadavg()[0]:.1f} (other processes compete for the cores)")
+    print(
+        machine_line(args.threads) + f"; server and clients share the machine; format {args.format}; "
+        f"load average at the end {os.getloadavg()[0]:.1f} (other processes compete for the cores)"
+    )
     print_table(headers, rows)
     if rss:
         backend, a, b = rss
-        print(f"\n{backend} server RSS after 50 requests: {a:.0f} MiB; after {args.rss_requests}: {b:.0f} MiB "
-              f"({(b / a - 1) * 100:+.1f}%)")
+        print(
+            f"\n{backend} server RSS after 50 requests: {a:.0f} MiB; after {args.rss_requests}: {b:.0f} MiB "
+            f"({(b / a - 1) * 100:+.1f}%)"
+        )
     return 0
 
 

@@ -16,6 +16,7 @@ Rows:
 Target (issue 23): tvm's RSS after 1,000 calls within 5% of its RSS after 100; speed as
 tvm-pooled's.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..model_spec import MAX_TOKENS, SAMPLE_RATE
 from .workers import in_subprocess, job_main, peak_rss_mb, rss_mb
 
 SYSTEMS = ["tvm", "tvm-pooled", "torch"]
@@ -45,32 +47,56 @@ PASSAGE = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--calls", type=int, default=1000, help="syntheses per system (default: %(default)s)")
-    parser.add_argument("--torch-calls", type=int, metavar="N",
-                        help="run only the first N calls on torch, ~3x slower than tvm (default: --calls)")
-    parser.add_argument("--max-tokens", type=int, default=510,
-                        help="lengths are uniform in 1..this many tokens (default: %(default)s)")
+    parser.add_argument(
+        "--torch-calls",
+        type=int,
+        metavar="N",
+        help="run only the first N calls on torch, ~3x slower than tvm (default: --calls)",
+    )
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=MAX_TOKENS,
+        help="lengths are uniform in 1..this many tokens (default: %(default)s)",
+    )
     parser.add_argument("--threads", type=int, default=2, help="threads for every system (default: 2)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the call sequence (default: 0)")
     parser.add_argument("--weights", help="a KModel .pth (default: the offline weights)")
-    parser.add_argument("--systems", nargs="+", default=SYSTEMS, choices=SYSTEMS, metavar="SYSTEM",
-                        help=f"rows to measure (default: all of {' '.join(SYSTEMS)})")
-    parser.add_argument("--rss-cap-mb", type=float, default=12000,
-                        help="stop a system's loop early once its RSS passes this (tvm-pooled grows without "
-                        "bound; default: %(default)s)")
+    parser.add_argument(
+        "--systems",
+        nargs="+",
+        default=SYSTEMS,
+        choices=SYSTEMS,
+        metavar="SYSTEM",
+        help=f"rows to measure (default: all of {' '.join(SYSTEMS)})",
+    )
+    parser.add_argument(
+        "--rss-cap-mb",
+        type=float,
+        default=12000,
+        help="stop a system's loop early once its RSS passes this (tvm-pooled grows without "
+        "bound; default: %(default)s)",
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the rows to PATH as JSON")
 
 
-def make_calls(path: Path, passage_tokens: list[int], voices: list[str], calls: int, max_tokens: int,
-               seed: int) -> None:
+def make_calls(
+    path: Path, passage_tokens: list[int], voices: list[str], calls: int, max_tokens: int, seed: int
+) -> None:
     """The call sequence every system runs: token windows, voice names, speeds."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
     lengths = rng.integers(1, max_tokens + 1, calls)
     starts = [int(rng.integers(0, len(passage_tokens) - n + 1)) for n in lengths]
-    np.savez(path, passage=np.array(passage_tokens, np.int64), lengths=lengths, starts=np.array(starts),
-             voices=np.array([voices[i] for i in rng.integers(0, len(voices), calls)]),
-             speeds=rng.uniform(0.8, 1.4, calls).astype(np.float32))
+    np.savez(
+        path,
+        passage=np.array(passage_tokens, np.int64),
+        lengths=lengths,
+        starts=np.array(starts),
+        voices=np.array([voices[i] for i in rng.integers(0, len(voices), calls)]),
+        speeds=rng.uniform(0.8, 1.4, calls).astype(np.float32),
+    )
 
 
 def worker(job: dict) -> dict:
@@ -110,16 +136,26 @@ def worker(job: dict) -> dict:
         began = time.perf_counter()
         audio = synthesize(tokens, style, float(calls["speeds"][i]), i)
         compute += time.perf_counter() - began
-        audio_seconds += audio.size / 24000
+        audio_seconds += audio.size / SAMPLE_RATE
         rss, done = rss_mb(), i + 1
         if done in marks or rss > job["rss_cap_mb"]:
             checkpoints[done] = rss
-            print(f"  {job['system']}: {done}/{n} calls, RSS {rss:.0f} MB, "
-                  f"{compute / audio_seconds:.3f} s per audio s", file=sys.stderr, flush=True)
+            print(
+                f"  {job['system']}: {done}/{n} calls, RSS {rss:.0f} MB, {compute / audio_seconds:.3f} s per audio s",
+                file=sys.stderr,
+                flush=True,
+            )
         if rss > job["rss_cap_mb"]:
             break
-    return {"system": job["system"], "calls": done, "rss_mb": checkpoints, "peak_rss_mb": peak_rss_mb(),
-            "seconds": compute, "audio_seconds": audio_seconds, "stopped_early": done < n}
+    return {
+        "system": job["system"],
+        "calls": done,
+        "rss_mb": checkpoints,
+        "peak_rss_mb": peak_rss_mb(),
+        "seconds": compute,
+        "audio_seconds": audio_seconds,
+        "stopped_early": done < n,
+    }
 
 
 def prepare(job: dict) -> dict:
@@ -138,8 +174,9 @@ def run(args) -> int:
 
     from .table import machine_line, print_table
 
-    if args.calls < 1 or not 1 <= args.max_tokens <= 510 or (args.torch_calls is not None and args.torch_calls < 1):
-        raise SystemExit("soak: --calls and --torch-calls must be >= 1 and --max-tokens in 1..510")
+    bad_torch_calls = args.torch_calls is not None and args.torch_calls < 1
+    if args.calls < 1 or not 1 <= args.max_tokens <= MAX_TOKENS or bad_torch_calls:
+        raise SystemExit(f"soak: --calls and --torch-calls must be >= 1 and --max-tokens in 1..{MAX_TOKENS}")
     weights = resolve(args.weights)
     vocab = weights.config["vocab"]
     passage = tokenize(" ".join(chunk_text(PASSAGE, vocab)), vocab)
@@ -150,13 +187,21 @@ def run(args) -> int:
         make_calls(calls, passage, voices, args.calls, args.max_tokens, args.seed)
         for system in args.systems:
             print(f"preparing {system}", file=sys.stderr, flush=True)
-            ready = in_subprocess(__name__, "prepare", {"system": system, "weights": args.weights}, args.threads,
-                                  block_torch=False)
+            ready = in_subprocess(
+                __name__, "prepare", {"system": system, "weights": args.weights}, args.threads, block_torch=False
+            )
             limit = args.torch_calls if system == "torch" and args.torch_calls else args.calls
-            job = {**ready, "system": system, "calls": str(calls), "calls_limit": limit, "threads": args.threads,
-                   "rss_cap_mb": args.rss_cap_mb}
-            rows.append(in_subprocess(__name__, "worker", job, args.threads, block_torch=system != "torch",
-                                      show_progress=True))
+            job = {
+                **ready,
+                "system": system,
+                "calls": str(calls),
+                "calls_limit": limit,
+                "threads": args.threads,
+                "rss_cap_mb": args.rss_cap_mb,
+            }
+            rows.append(
+                in_subprocess(__name__, "worker", job, args.threads, block_torch=system != "torch", show_progress=True)
+            )
 
     def at(row, k):
         return row["rss_mb"].get(str(k), row["rss_mb"].get(k))
@@ -168,11 +213,33 @@ def run(args) -> int:
         last, hundred = at(r, r["calls"]), at(r, 100)
         drift = f"{100 * (last / hundred - 1):+.1f}%" if hundred else ""
         calls = f"{r['calls']} (RSS cap)" if r["stopped_early"] else r["calls"]
-        table.append([r["system"], calls, f"{at(r, 10):.0f}" if at(r, 10) else "",
-                      f"{hundred:.0f}" if hundred else "", f"{last:.0f}", drift, f"{r['peak_rss_mb']:.0f}",
-                      f"{r['audio_seconds']:.0f}", f"{r['seconds'] / r['audio_seconds']:.3f}"])
-    print_table(["system", "calls", "RSS@10 MB", "RSS@100 MB", "RSS@last MB", "drift 100->last", "peak MB",
-                 "audio s", "s per audio s"], table)
+        table.append(
+            [
+                r["system"],
+                calls,
+                f"{at(r, 10):.0f}" if at(r, 10) else "",
+                f"{hundred:.0f}" if hundred else "",
+                f"{last:.0f}",
+                drift,
+                f"{r['peak_rss_mb']:.0f}",
+                f"{r['audio_seconds']:.0f}",
+                f"{r['seconds'] / r['audio_seconds']:.3f}",
+            ]
+        )
+    print_table(
+        [
+            "system",
+            "calls",
+            "RSS@10 MB",
+            "RSS@100 MB",
+            "RSS@last MB",
+            "drift 100->last",
+            "peak MB",
+            "audio s",
+            "s per audio s",
+        ],
+        table,
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
     return 0

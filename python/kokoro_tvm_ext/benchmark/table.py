@@ -1,4 +1,5 @@
 """Benchmark helpers: timing, thread pinning, machine description, table printing."""
+
 from __future__ import annotations
 
 import os

@@ -5,6 +5,7 @@ A driver runs ``prepare`` (compile, convert: its memory must not count) and then
 runs the same module's ``main`` with ``--prepare JSON`` or ``--worker JSON`` and
 prints one ``RESULT <json>`` line.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,9 @@ def _status_mb(field: str) -> float:
     raise OSError(f"no {field} in /proc/self/status")
 
 
-def in_subprocess(module: str, mode: str, job: dict, threads: int, *, block_torch: bool,
-                  show_progress: bool = False) -> dict:
+def in_subprocess(
+    module: str, mode: str, job: dict, threads: int, *, block_torch: bool, show_progress: bool = False
+) -> dict:
     """Run ``module``'s ``prepare`` or ``worker`` on ``job`` in a fresh Python; its JSON result.
 
     ``block_torch``: rows that run as deployed, with numpy and TVM only. torch is installed
@@ -57,7 +59,7 @@ def in_subprocess(module: str, mode: str, job: dict, threads: int, *, block_torc
     lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
     if result.returncode or not lines:
         raise RuntimeError(f"{mode} for {job['system']} failed:\n{(result.stderr or '')[-2000:]}")
-    return json.loads(lines[-1][len("RESULT "):])
+    return json.loads(lines[-1][len("RESULT ") :])
 
 
 def job_main(doc: str, add_arguments, prepare, worker, run, argv: list[str] | None = None) -> int:

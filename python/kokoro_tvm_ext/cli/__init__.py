@@ -1,12 +1,14 @@
 """The ``kokoro-tvm`` command line. Each subcommand lives in its own module."""
+
 from __future__ import annotations
 
 import argparse
 import os
 import sys
 
+from ..errors import KokoroError
+from . import bench, book, demo, say, serve, voices
 from . import compile as compile_cmd
-from . import bench, demo, say, serve, voices
 
 # (name, module): each module defines HELP, add_arguments(parser) and run(args) -> int.
 COMMANDS = [
@@ -16,6 +18,7 @@ COMMANDS = [
     ("demo", demo),
     ("bench", bench),
     ("serve", serve),
+    ("book", book),
 ]
 
 
@@ -39,6 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand. The one place errors become exit codes: what a user can cause
+    (:class:`~kokoro_tvm_ext.errors.KokoroError`: its ``exit_code``, 2 for input and 3 for
+    assets, artifacts and the CPU; an OSError: 1) prints one line; anything else is a bug
+    and keeps its traceback."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):
@@ -46,6 +53,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args.run(args) or 0)
+    except KokoroError as err:
+        print(f"kokoro-tvm {args.command}: {err}", file=sys.stderr)
+        return err.exit_code
+    except OSError as err:  # a path that cannot be read or written, a full disk
+        print(f"kokoro-tvm {args.command}: {err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         # Every output is written atomically at the end, so nothing partial is left.
         print(f"kokoro-tvm {args.command}: interrupted; nothing was written", file=sys.stderr)

@@ -11,7 +11,10 @@ examples:
   kokoro-tvm bench --systems tvm torch --repeat 3
   kokoro-tvm bench --threads 1 --json rows.json
 """
+
 from __future__ import annotations
+
+from ..errors import MissingAssetError
 
 HELP = "benchmark our artifact against PyTorch and ONNX Runtime"
 
@@ -21,13 +24,17 @@ def add_arguments(parser) -> None:
     from ..benchmark.serve_load import add_arguments as serve_arguments
 
     bench_arguments(parser)
-    parser.add_argument("--serve", action="store_true",
-                        help="instead: load-test `kokoro-tvm serve` with 1, 4, 16 openai clients, ours vs torch")
+    parser.add_argument(
+        "--serve",
+        action="store_true",
+        help="instead: load-test `kokoro-tvm serve` with 1, 4, 16 openai clients, ours vs torch",
+    )
     serve_arguments(parser)
 
 
 def run(args) -> int:
-    from ..benchmark.e2e import SYSTEMS, run as run_bench
+    from ..benchmark.e2e import SYSTEMS
+    from ..benchmark.e2e import run as run_bench
 
     if args.serve:
         from ..benchmark.serve_load import run as run_serve
@@ -38,7 +45,8 @@ def run(args) -> int:
         try:
             import onnxruntime  # noqa: F401
         except ImportError:
-            print("kokoro-tvm bench: the ort rows need onnxruntime (pip install 'kokoro-tvm-ext[bench]'); "
-                  f"or pick rows with --systems, e.g. --systems tvm torch (all: {' '.join(SYSTEMS)})")
-            return 2
+            raise MissingAssetError(
+                "the ort rows need onnxruntime (pip install 'kokoro-tvm-ext[bench]'); or pick rows with "
+                f"--systems, e.g. --systems tvm torch (all: {' '.join(SYSTEMS)})"
+            ) from None
     return run_bench(args)

@@ -1,6 +1,7 @@
 """Prove the plugin works inside TVM: compile a small Relax program whose first
 step is a Rust kernel (Snake, from Kokoro's vocoder) called through
 R.call_dps_packed, run it at two lengths from one build, and check it against numpy."""
+
 from __future__ import annotations
 
 import time

@@ -2,21 +2,24 @@
 
 The text is cut into chunks of whole words (``speech_chunks``, as the server does),
 so each chunk's durations give its words' times (``timestamps``)."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
+from ..errors import InvalidInputError, UnwritablePathError
+
 
 def check(args) -> None:
-    """Bad --subtitles usage, before any slow step (raises ValueError)."""
+    """Bad --subtitles usage, before any slow step (raises InvalidInputError or UnwritablePathError)."""
     from ..subtitles import subtitle_format
 
     subtitle_format(args.subtitles)
     if args.phonemes is not None:
-        raise ValueError("--subtitles needs text (words to time), not --phonemes")
+        raise InvalidInputError("--subtitles needs text (words to time), not --phonemes")
     parent = Path(args.subtitles).expanduser().resolve().parent
     if not parent.is_dir():
-        raise ValueError(f"cannot write {args.subtitles}: directory {parent} does not exist")
+        raise UnwritablePathError(f"cannot write {args.subtitles}: directory {parent} does not exist")
 
 
 def speak(runtime, text: str, pack, vocab, speed: float, seed: int):
@@ -30,13 +33,14 @@ def speak(runtime, text: str, pack, vocab, speed: float, seed: int):
     pieces, timings, offset = [], [], 0.0
     for i, chunk in enumerate(chunk_words(phonemize_words(text), vocab)):
         tokens = tokenize(chunk.phonemes, vocab)
-        audio, durations = runtime.synthesize(np.array(tokens, np.int64), style_for(pack, len(tokens)),
-                                              speed=speed, noise_seed=seed + i)
+        audio, durations = runtime.synthesize(
+            np.array(tokens, np.int64), style_for(pack, len(tokens)), speed=speed, noise_seed=seed + i
+        )
         timings += word_timings(chunk.words, durations, vocab, offset_seconds=offset)
         offset += len(audio) / runtime.sample_rate
         pieces.append(audio)
     if not pieces:
-        raise ValueError("nothing to speak: no known phonemes in the input")
+        raise InvalidInputError("nothing to speak: no known phonemes in the input")
     return np.concatenate(pieces), timings
 
 

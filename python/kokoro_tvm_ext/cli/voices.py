@@ -11,9 +11,10 @@ examples:
   kokoro-tvm voices --lang fr
   kokoro-tvm voices --install                      fetch the sdist with pip, check, unpack
   kokoro-tvm voices --install --from kokoro-0.9.4.tar.gz"""
+
 from __future__ import annotations
 
-import sys
+from ..errors import InvalidInputError
 
 HELP = "list the voices (name, language, gender, source); --install unpacks all 54"
 
@@ -21,30 +22,33 @@ HELP = "list the voices (name, language, gender, source); --install unpacks all 
 def add_arguments(parser) -> None:
     parser.add_argument("--lang", help="only this language (a code like e, or es, fr, ja, ...)")
     parser.add_argument("--paths", action="store_true", help="also show the file each voice is read from")
-    parser.add_argument("--install", action="store_true",
-                        help="unpack all 54 voice packs of kokoro==0.9.4 into the user cache (fetched with pip)")
-    parser.add_argument("--from", dest="sdist", metavar="PATH",
-                        help="with --install: a local kokoro-0.9.4.tar.gz instead of fetching it")
+    parser.add_argument(
+        "--install",
+        action="store_true",
+        help="unpack all 54 voice packs of kokoro==0.9.4 into the user cache (fetched with pip)",
+    )
+    parser.add_argument(
+        "--from",
+        dest="sdist",
+        metavar="PATH",
+        help="with --install: a local kokoro-0.9.4.tar.gz instead of fetching it",
+    )
 
 
 def run(args) -> int:
-    from ..assets import AssetError, list_voices, resolve_lang
+    from ..assets import list_voices, resolve_lang
     from ..assets.g2p.languages import BY_CODE
 
-    try:
-        if args.sdist and not args.install:
-            raise ValueError("--from needs --install")
-        if args.install:
-            from ..assets import sdist_voices
+    if args.sdist and not args.install:
+        raise InvalidInputError("--from needs --install")
+    if args.install:
+        from ..assets import sdist_voices
 
-            sdist_voices.install(args.sdist)
-        voices = list_voices()
-        if args.lang:
-            code = resolve_lang(args.lang)
-            voices = [v for v in voices if v.language == code]
-    except (AssetError, ValueError) as err:
-        print(f"kokoro-tvm voices: {err}", file=sys.stderr)
-        return 1
+        sdist_voices.install(args.sdist)
+    voices = list_voices()
+    if args.lang:
+        code = resolve_lang(args.lang)
+        voices = [v for v in voices if v.language == code]
     rows = []
     for v in voices:
         lang = BY_CODE.get(v.language)

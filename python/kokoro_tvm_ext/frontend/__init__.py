@@ -1,6 +1,8 @@
 """ATen → Relax conversion: our converters, handed to TVM's own importer."""
+
 from __future__ import annotations
 
+from .. import legalize  # noqa: F401  (slice_scatter with symbolic bounds needs our FLegalize)
 from . import (  # noqa: F401  (each module registers its converters)
     clamp,
     convolution,
@@ -10,8 +12,7 @@ from . import (  # noqa: F401  (each module registers its converters)
     slice_tensor,
     symbolic_scalars,
 )
-from .. import legalize  # noqa: F401  (slice_scatter with symbolic bounds needs our FLegalize)
-from ..passes.bind_derived_dims import BindDerivedInputDims
+from .bind_derived_dims import BindDerivedInputDims
 from .lstm import lstm_converters
 from .random import random_converters
 from .registry import CONVERTERS, converter
@@ -52,7 +53,7 @@ def from_exported_program(
     - Entries in ``custom_convert_map`` override ours. Other keyword arguments
       go to TVM unchanged.
     - Parameters with derived dims only (``2*T``, no bare ``T``) are rewritten
-      so VMShapeLower can bind ``T`` (passes/bind_derived_dims.py).
+      so VMShapeLower can bind ``T`` (bind_derived_dims.py).
     """
     from tvm.relax.frontend.torch import from_exported_program as tvm_from_exported_program
 
@@ -70,7 +71,7 @@ def from_exported_program(
         exported_program, custom_convert_map=convert_map, run_ep_decomposition=False, **kwargs
     )
     # Derived input dims (2*T with no bare T) would fail VMShapeLower; a no-op otherwise.
-    return BindDerivedInputDims(mod)
+    return BindDerivedInputDims()(mod)
 
 
 __all__ = ["CONVERTERS", "LSTM_IMPLS", "converter", "decomposition_table", "from_exported_program"]

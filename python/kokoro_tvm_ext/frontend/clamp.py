@@ -5,6 +5,7 @@ integer tensors ("Cannot convert infinity to BigInt"). We use the dtype's own
 range instead, and honour torch's result-type promotion (an int tensor clamped
 by a float bound yields a float tensor).
 """
+
 from __future__ import annotations
 
 import tvm

@@ -1,4 +1,5 @@
 """Small helpers shared by converters: dtypes and bound handling."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -10,6 +10,7 @@ own converter unchanged.
 Kokoro needs this for its harmonic source, which we compute in float64
 (see ``kokoro_tvm_ext.kokoro.decoder``): its forward STFT is a conv1d.
 """
+
 from __future__ import annotations
 
 from tvm import relax
@@ -51,8 +52,9 @@ def convolution(node, importer):
     if ndim not in _LAYOUTS or (transposed and ndim == 5):
         raise NotImplementedError(f"convolution: {ndim}-D input, transposed={transposed}")
     data_layout, kernel_layout, transposed_layout = _LAYOUTS[ndim]
-    common = dict(strides=stride, padding=padding, dilation=dilation, groups=groups,
-                  data_layout=data_layout, out_dtype=dtype)
+    common = dict(
+        strides=stride, padding=padding, dilation=dilation, groups=groups, data_layout=data_layout, out_dtype=dtype
+    )
     if transposed:
         op = {3: relax.op.nn.conv1d_transpose, 4: relax.op.nn.conv2d_transpose}[ndim]
         out = bb.emit(op(x, weight, output_padding=output_padding, kernel_layout=transposed_layout, **common))

@@ -10,15 +10,15 @@ Both become a single ``R.call_dps_packed("kokoro_tvm_ext.lstm", ...)`` with
 symbolic shapes (impl="plugin"), or a loop of TIR PrimFuncs with a serial time
 loop (impl="tir", see lstm_tir.py). Either way the IR size does not depend on T.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from tvm import relax
 
+from ..kernels import call as kernel_call
 from .common import tensor_dtype
-
-PLUGIN_FUNCTION = "kokoro_tvm_ext.lstm"
 
 
 @dataclass
@@ -70,26 +70,31 @@ def check(call: LSTMCall) -> None:
 
 
 def emit_plugin(bb: relax.BlockBuilder, call: LSTMCall) -> relax.Expr:
-    """One call_dps_packed to the Rust kernel; flags first, then tensors."""
+    """One call_dps_packed to the Rust kernel, its arguments by name (kernels.py)."""
     check(call)
     lengths = call.lengths
     if lengths is not None and tensor_dtype(lengths) != "int64":
         lengths = bb.emit(relax.op.astype(lengths, "int64"))
-    flags = [
-        call.num_layers,
-        int(call.bidirectional),
-        int(call.batch_first),
-        int(call.has_biases),
-        int(lengths is not None),
-        int(call.h0 is not None),
-    ]
-    args = [relax.prim_value(v) for v in flags] + [call.x]
-    if lengths is not None:
-        args.append(lengths)
-    if call.h0 is not None:
-        args += [call.h0, call.c0]
-    args += list(call.weights)
-    return bb.emit(relax.op.call_dps_packed(PLUGIN_FUNCTION, relax.Tuple(args), out_ty=call.out_types()))
+    # torch's flat weights: w_ih, w_hh[, b_ih, b_hh] per layer and direction, forward first.
+    names = ("w_ih", "w_hh", "b_ih", "b_hh")[: 4 if call.has_biases else 2]
+    weights = [dict(zip(names, call.weights[i : i + len(names)])) for i in range(0, len(call.weights), len(names))]
+    return bb.emit(
+        kernel_call(
+            "lstm",
+            call.out_types(),
+            num_layers=call.num_layers,
+            bidirectional=int(call.bidirectional),
+            batch_first=int(call.batch_first),
+            has_biases=int(call.has_biases),
+            has_lengths=int(lengths is not None),
+            has_state=int(call.h0 is not None),
+            x=call.x,
+            lengths=lengths,
+            h0=call.h0,
+            c0=call.c0,
+            weights=weights,
+        )
+    )
 
 
 def emit(bb, call: LSTMCall, impl: str) -> relax.Expr:

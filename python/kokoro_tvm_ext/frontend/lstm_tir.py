@@ -7,15 +7,16 @@ sequence, honouring its length: the reverse direction starts at
 ``lengths[b] - 1`` and outputs past the length are zero. Nothing is unrolled,
 so the IR size does not depend on T.
 """
+
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 from tvm import relax
 from tvm.script import tirx as T
 
 
-@lru_cache(maxsize=None)
+@cache
 def recurrence(hidden: int, reverse: bool):
     """PrimFunc(gates_x [B,T,4H], lengths [B], w_hh [4H,H], h0 [B,H], c0 [B,H]) -> y, h_n, c_n."""
     H = hidden

@@ -6,6 +6,7 @@ as float32). We emit them with torch's own result dtype; float32 nodes go to
 TVM's own conversion unchanged. Kokoro's float64 harmonic source merges its
 harmonics with a linear layer, exported as ``bmm``.
 """
+
 from __future__ import annotations
 
 import operator
@@ -36,8 +37,7 @@ def matmul(node, importer):
 def _tvm_binary_matmul(importer, node):
     # What TVM registers for these names, rebuilt (our entries shadow TVM's in
     # importer.convert_map, so it cannot simply be looked up there).
-    return importer._binary_op(partial(relax.op.linear_algebra.matmul, out_dtype="float32"),
-                               operator.matmul)(node)
+    return importer._binary_op(partial(relax.op.linear_algebra.matmul, out_dtype="float32"), operator.matmul)(node)
 
 
 @converter("addmm.default")

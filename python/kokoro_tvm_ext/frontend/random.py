@@ -25,6 +25,7 @@ match torch, or which needs fresh noise per call, should take the noise as an
 explicit input instead; Kokoro's adapters do that for SineGen
 (``kokoro/decoder.py``).
 """
+
 from __future__ import annotations
 
 import math
@@ -42,7 +43,7 @@ PHILOX_W = (0x9E3779B9, 0xBB67AE85)
 PHILOX_ROUNDS = 10
 MANTISSA_BITS = {"float64": 53, "float32": 24, "float16": 11, "bfloat16": 8}
 
-_NODES_SEEN: "weakref.WeakKeyDictionary[object, int]" = weakref.WeakKeyDictionary()
+_NODES_SEEN: weakref.WeakKeyDictionary[object, int] = weakref.WeakKeyDictionary()
 
 
 def philox_key(seed: int, stream: int) -> tuple[int, int]:

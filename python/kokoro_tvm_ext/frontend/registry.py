@@ -5,9 +5,10 @@ TVM's ExportedProgramImporter looks a node up by ``node.target.__name__``
 ``converter(node, importer)``. Entries here are handed to TVM through the
 public ``custom_convert_map=`` argument; nothing in TVM is patched.
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 Converter = Callable[..., object]
 

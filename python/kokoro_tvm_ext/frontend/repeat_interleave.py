@@ -8,6 +8,7 @@ takes index ``#{i : cumsum[i] <= j}``, a comparison against every boundary.
 That costs len(output) * len(repeats) comparisons, which is small next to the
 model around it (Kokoro: at most a few thousand frames times 510 tokens).
 """
+
 from __future__ import annotations
 
 from tvm import relax, tirx
@@ -36,8 +37,6 @@ def repeat_interleave(node, importer):
         size = output_size if isinstance(output_size, int) else importer.env[output_size]
 
     positions = bb.emit(relax.op.arange(0, size, 1, "int64"))
-    passed = relax.op.greater_equal(
-        relax.op.expand_dims(positions, axis=1), relax.op.expand_dims(ends, axis=0)
-    )
+    passed = relax.op.greater_equal(relax.op.expand_dims(positions, axis=1), relax.op.expand_dims(ends, axis=0))
     # torch returns the dtype of `repeats` (int64 or int32).
     return bb.emit(relax.op.sum(relax.op.astype(passed, output_dtype(node)), axis=[1]))

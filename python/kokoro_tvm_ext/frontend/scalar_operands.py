@@ -14,6 +14,7 @@ scalar is converted to that dtype. We do the same: both operands are cast to
 the dtype torch.export recorded for the result. Nodes without a symbolic
 operand go to TVM's own conversion.
 """
+
 from __future__ import annotations
 
 import operator

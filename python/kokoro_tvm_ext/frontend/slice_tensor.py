@@ -15,6 +15,7 @@ export's range constraints. We normalise the start (a negative start counts
 from the end), take that length from the node's recorded output shape, and
 emit an in-bounds ``strided_slice`` whose result is cast to exactly that shape.
 """
+
 from __future__ import annotations
 
 from tvm import relax, sym, tirx

@@ -14,6 +14,7 @@ in symbolic_scalars.py) are remembered under their sympy expression, so a shape
 that torch records as ``TruncToInt(1.5*ToFloat(s53))`` maps to the very
 PrimExpr the graph computed. Float sizes are float64 PrimExprs, as in Python.
 """
+
 from __future__ import annotations
 
 import weakref
@@ -21,7 +22,7 @@ import weakref
 import tvm
 from tvm import tirx
 
-_SYMBOLS: "weakref.WeakKeyDictionary[object, dict[str, tirx.PrimExpr]]" = weakref.WeakKeyDictionary()
+_SYMBOLS: weakref.WeakKeyDictionary[object, dict[str, tirx.PrimExpr]] = weakref.WeakKeyDictionary()
 
 
 def _symbol_table(importer) -> dict[str, tirx.PrimExpr]:
@@ -110,8 +111,11 @@ def sympy_to_prim(importer, expr) -> tirx.PrimExpr:
             return tirx.Cast("int64", tirx.floor(conv(e.args[0])))
         if isinstance(e, tfn.CeilToInt):
             return tirx.Cast("int64", tirx.ceil(conv(e.args[0])))
-        if isinstance(e, (sympy.Pow, tfn.PowByNatural)) and isinstance(e.args[1], sympy.Integer) \
-                and int(e.args[1]) >= 1:
+        if (
+            isinstance(e, (sympy.Pow, tfn.PowByNatural))
+            and isinstance(e.args[1], sympy.Integer)
+            and int(e.args[1]) >= 1
+        ):
             base = conv(e.args[0])
             out = base
             for _ in range(int(e.args[1]) - 1):

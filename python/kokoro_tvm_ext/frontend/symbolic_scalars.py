@@ -23,6 +23,7 @@ VMShapeLower evaluates these expressions at run time like any other shape.
 Each result is also remembered under torch's sympy expression (symbolic.py),
 so output shapes that mention it map to the same PrimExpr.
 """
+
 from __future__ import annotations
 
 import tvm

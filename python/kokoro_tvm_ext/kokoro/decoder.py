@@ -50,6 +50,7 @@ Shapes, for Kokoro-82M (hop 5, upsample rates 10·6, so 600 samples per frame):
 ``asr`` [B, 512, F], ``f0`` / ``n`` [B, F, 2], ``s`` [B, 128] → audio
 [B, 1, 600·F].
 """
+
 from __future__ import annotations
 
 import copy
@@ -103,20 +104,30 @@ def harmonics(decoder: nn.Module) -> int:
     return _decoder_of(decoder).generator.m_source.l_sin_gen.dim
 
 
-def make_noise(num_frames: int, seed: int | None = 0, *, decoder: nn.Module | None = None,
-               batch: int = 1, zero_noise: bool = False, dtype=np.float32) -> dict[str, np.ndarray]:
+def make_noise(
+    num_frames: int,
+    seed: int | None = 0,
+    *,
+    decoder: nn.Module | None = None,
+    batch: int = 1,
+    zero_noise: bool = False,
+    dtype=np.float32,
+) -> dict[str, np.ndarray]:
     """The decoder's noise inputs for ``num_frames`` frames (see ``runtime.noise.make_noise``),
     sized from ``decoder`` when given (9 harmonics, 600 samples per frame for Kokoro-82M)."""
+    from ..model_spec import HARMONICS, SAMPLES_PER_FRAME
     from ..runtime.noise import make_noise as host_noise
 
-    h = harmonics(decoder) if decoder is not None else 9
-    s = samples_per_frame(decoder) if decoder is not None else 600
-    return host_noise(num_frames, seed, harmonics=h, samples_per_frame=s, batch=batch,
-                      zero_noise=zero_noise, dtype=dtype)
+    h = harmonics(decoder) if decoder is not None else HARMONICS
+    s = samples_per_frame(decoder) if decoder is not None else SAMPLES_PER_FRAME
+    return host_noise(
+        num_frames, seed, harmonics=h, samples_per_frame=s, batch=batch, zero_noise=zero_noise, dtype=dtype
+    )
 
 
-def torch_noise(num_frames: int, seed: int, *, batch: int = 1, decoder: nn.Module | None = None,
-                dtype: torch.dtype = torch.float32) -> dict[str, np.ndarray]:
+def torch_noise(
+    num_frames: int, seed: int, *, batch: int = 1, decoder: nn.Module | None = None, dtype: torch.dtype = torch.float32
+) -> dict[str, np.ndarray]:
     """The noise kokoro's ``SineGen`` draws after ``torch.manual_seed(seed)``, in our layout.
 
     ``rand(B, 9)`` (float32) for the initial phases, then ``randn_like`` of the
@@ -130,11 +141,11 @@ def torch_noise(num_frames: int, seed: int, *, batch: int = 1, decoder: nn.Modul
     phase = torch.rand(batch, h, generator=gen)
     like = torch.empty(batch, h, num_frames * s, dtype=dtype).transpose(1, 2)
     noise = torch.empty_like(like).normal_(generator=gen)
-    return {"phase_noise": phase.numpy(),
-            "sine_noise": noise.transpose(1, 2).reshape(batch, h, num_frames, s).numpy()}
+    return {"phase_noise": phase.numpy(), "sine_noise": noise.transpose(1, 2).reshape(batch, h, num_frames, s).numpy()}
 
 
 # --- exact integer-ratio resampling on a symbolic axis -----------------------
+
 
 def upsample_nearest(x: torch.Tensor, k: int) -> torch.Tensor:
     """``interpolate(x, size=k·L, mode="nearest")`` for x [B, C, L]: each sample k times."""
@@ -191,6 +202,7 @@ class NearestUpsample2x(nn.Module):
 
 
 # --- the wrapper --------------------------------------------------------------
+
 
 class ExportableDecoder(nn.Module):
     """``kokoro.istftnet.Decoder`` with explicit noise and a symbolic frame count.
@@ -332,8 +344,16 @@ def _copy_without_weight_norm(module: nn.Module) -> nn.Module:
 
 # --- inputs, export, build ----------------------------------------------------
 
-def decoder_inputs(num_frames: int, seed: int = 0, *, batch: int = 1, noise_seed: int | None = 0,
-                   zero_noise: bool = False, decoder: nn.Module | None = None) -> dict[str, np.ndarray]:
+
+def decoder_inputs(
+    num_frames: int,
+    seed: int = 0,
+    *,
+    batch: int = 1,
+    noise_seed: int | None = 0,
+    zero_noise: bool = False,
+    decoder: nn.Module | None = None,
+) -> dict[str, np.ndarray]:
     """Random but plausible decoder inputs (numpy float32), noise included.
 
     F0 is a voiced contour (≈100–250 Hz) with an unvoiced stretch, so both
@@ -343,7 +363,7 @@ def decoder_inputs(num_frames: int, seed: int = 0, *, batch: int = 1, noise_seed
     f = num_frames
     t = np.arange(2 * f) / max(2 * f - 1, 1)
     f0 = 150 + 80 * np.sin(2 * np.pi * (t * 1.5 + rng.random())) + rng.normal(0, 5, 2 * f)
-    f0[int(0.6 * 2 * f): int(0.75 * 2 * f)] = 0.0  # an unvoiced region
+    f0[int(0.6 * 2 * f) : int(0.75 * 2 * f)] = 0.0  # an unvoiced region
     f0 = np.broadcast_to(f0, (batch, 2 * f))
     inputs = {
         "asr": rng.standard_normal((batch, 512, f)).astype(np.float32),
@@ -358,8 +378,9 @@ def decoder_inputs(num_frames: int, seed: int = 0, *, batch: int = 1, noise_seed
 INPUT_NAMES = ("asr", "f0", "n", "s", "phase_noise", "sine_noise")
 
 
-def export_decoder(model: nn.Module, *, example_frames: int = 8, max_frames: int = 4096
-                   ) -> torch.export.ExportedProgram:
+def export_decoder(
+    model: nn.Module, *, example_frames: int = 8, max_frames: int = 4096
+) -> torch.export.ExportedProgram:
     """``torch.export`` Kokoro's decoder with a symbolic frame count F.
 
     ``model`` is a ``kokoro.KModel``, a ``kokoro.istftnet.Decoder`` or an
@@ -409,8 +430,9 @@ def run_decoder_vm(vm, inputs: dict[str, np.ndarray]) -> np.ndarray:
     return vm["main"](*args).numpy()
 
 
-def run_decoder_torch(wrapper: ExportableDecoder, inputs: dict[str, np.ndarray],
-                      dtype: torch.dtype = torch.float32) -> np.ndarray:
+def run_decoder_torch(
+    wrapper: ExportableDecoder, inputs: dict[str, np.ndarray], dtype: torch.dtype = torch.float32
+) -> np.ndarray:
     """Run the wrapper eagerly on numpy inputs, in ``dtype`` (float64: a reference).
 
     The wrapper is copied and converted unless it already has that dtype.
@@ -423,8 +445,9 @@ def run_decoder_torch(wrapper: ExportableDecoder, inputs: dict[str, np.ndarray],
         return w(*args).to(torch.float64).numpy()
 
 
-def run_kokoro_decoder(model: nn.Module, inputs: dict[str, np.ndarray], seed: int,
-                       dtype: torch.dtype = torch.float32) -> np.ndarray:
+def run_kokoro_decoder(
+    model: nn.Module, inputs: dict[str, np.ndarray], seed: int, dtype: torch.dtype = torch.float32
+) -> np.ndarray:
     """hexgrad's own decoder, drawing its own noise after ``torch.manual_seed(seed)``.
 
     Its noise equals ``torch_noise(F, seed, dtype=dtype)``, so this is the
@@ -433,17 +456,30 @@ def run_kokoro_decoder(model: nn.Module, inputs: dict[str, np.ndarray], seed: in
     """
     decoder = _decoder_of(model)
     b = inputs["asr"].shape[0]
-    args = [torch.from_numpy(np.asarray(inputs["asr"])),
-            torch.from_numpy(np.asarray(inputs["f0"])).reshape(b, -1),
-            torch.from_numpy(np.asarray(inputs["n"])).reshape(b, -1),
-            torch.from_numpy(np.asarray(inputs["s"]))]
+    args = [
+        torch.from_numpy(np.asarray(inputs["asr"])),
+        torch.from_numpy(np.asarray(inputs["f0"])).reshape(b, -1),
+        torch.from_numpy(np.asarray(inputs["n"])).reshape(b, -1),
+        torch.from_numpy(np.asarray(inputs["s"])),
+    ]
     with torch.random.fork_rng(), torch.no_grad():
         torch.manual_seed(seed)
         return decoder(*[a.to(dtype) for a in args]).to(torch.float64).numpy()
 
 
 __all__ = [
-    "DECODER_CONFIG", "ExportableDecoder", "INPUT_NAMES", "build_decoder", "build_decoder_vm",
-    "decoder_inputs", "export_decoder", "import_decoder", "make_noise", "run_decoder_torch",
-    "run_decoder_vm", "run_kokoro_decoder", "samples_per_frame", "torch_noise",
+    "DECODER_CONFIG",
+    "ExportableDecoder",
+    "INPUT_NAMES",
+    "build_decoder",
+    "build_decoder_vm",
+    "decoder_inputs",
+    "export_decoder",
+    "import_decoder",
+    "make_noise",
+    "run_decoder_torch",
+    "run_decoder_vm",
+    "run_kokoro_decoder",
+    "samples_per_frame",
+    "torch_noise",
 ]

@@ -1,4 +1,5 @@
 """Building a ``kokoro.KModel`` without HuggingFace: from a config plus weights, or random."""
+
 from __future__ import annotations
 
 import os

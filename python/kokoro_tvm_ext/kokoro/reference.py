@@ -6,12 +6,14 @@ artifact gets (``decoder.make_noise``, numpy, seeded), ``InjectedNoise`` is a
 ``TorchFunctionMode``: while it is active those two calls return our arrays
 instead of drawing. The model's code runs unmodified.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
+from ..model_spec import add_boundary_ids, strip_boundary_ids
 from .decoder import make_noise
 
 
@@ -43,13 +45,13 @@ class InjectedNoise(TorchFunctionMode):
 
 
 def reference(model, tokens, style, speed: float = 1.0, noise_seed: int | None = 0, zero_noise: bool = False):
-    """PyTorch KModel on ``tokens`` (int64 ids, no padding ids) with our seeded noise.
+    """PyTorch KModel on ``tokens`` (int64 ids, with or without the boundary ids, as ``KokoroTVM``
+    takes them) with our seeded noise.
 
     Returns ``(audio float32 [N], durations int64 [T])`` — T counts the two
-    boundary ids (0) that KModel adds around the tokens, as ``KokoroTVM`` does.
+    boundary ids that KModel adds around the tokens, as ``KokoroTVM`` does.
     """
-    ids = torch.as_tensor(np.asarray(tokens, dtype=np.int64)).reshape(1, -1)
-    ids = torch.nn.functional.pad(ids, (1, 1))  # KModel's [0, *ids, 0]
+    ids = _model_ids(tokens)
     ref_s = torch.as_tensor(np.asarray(style, dtype=np.float32)).reshape(1, -1)
     with torch.no_grad():
         # The frame count is only known after the durations; run the text half first.
@@ -59,6 +61,11 @@ def reference(model, tokens, style, speed: float = 1.0, noise_seed: int | None =
         with InjectedNoise(noise["phase_noise"], noise["sine_noise"]):
             audio, pred_dur = model.forward_with_tokens(ids, ref_s, speed)
     return audio.numpy().astype(np.float32).reshape(-1), pred_dur.numpy().astype(np.int64).reshape(-1)
+
+
+def _model_ids(tokens) -> torch.Tensor:
+    """[1, T + 2] int64: the ids KModel.forward passes on, the boundary ids around the phoneme tokens."""
+    return torch.from_numpy(add_boundary_ids(strip_boundary_ids(tokens))).reshape(1, -1)
 
 
 def _durations(model, ids, ref_s, speed):
@@ -73,8 +80,9 @@ def _durations(model, ids, ref_s, speed):
     return d, torch.round(duration).clamp(min=1).long().reshape(-1)
 
 
-def reference_float64(model, tokens, style, durations, speed: float = 1.0, noise_seed: int | None = 0,
-                      zero_noise: bool = False) -> np.ndarray:
+def reference_float64(
+    model, tokens, style, durations, speed: float = 1.0, noise_seed: int | None = 0, zero_noise: bool = False
+) -> np.ndarray:
     """Audio from a float64 copy of ``model``, aligned by the given ``durations``.
 
     The ground truth for judging audio: the decoder's harmonic-source phase
@@ -84,9 +92,9 @@ def reference_float64(model, tokens, style, durations, speed: float = 1.0, noise
     Uses hexgrad's modules in float64, with the decoder's exact
     ``torch.stft``/``istft`` formulation (decoder.ExportableDecoder).
     """
-    from .decoder import ExportableDecoder, _copy_without_weight_norm
+    from .decoder import _copy_without_weight_norm
 
-    ids = torch.nn.functional.pad(torch.as_tensor(np.asarray(tokens, np.int64)).reshape(1, -1), (1, 1))
+    ids = _model_ids(tokens)
     model64 = _copy_without_weight_norm(model).double()
     ref_s = torch.as_tensor(np.asarray(style, np.float32)).reshape(1, -1).double()
     dur = torch.as_tensor(np.asarray(durations, np.int64))
@@ -113,6 +121,12 @@ def _float64_audio(model, model64, ids, ref_s, dur, speed, noise_seed, zero_nois
         frames = int(dur.sum())
         noise = make_noise(frames, noise_seed, decoder=model.decoder, zero_noise=zero_noise)
         decoder = ExportableDecoder(model64, stft="torch").double()
-        audio = decoder(asr, f0.reshape(1, -1, 2), n.reshape(1, -1, 2), ref_s[:, :128],
-                        torch.from_numpy(noise["phase_noise"]).double(), torch.from_numpy(noise["sine_noise"]).double())
+        audio = decoder(
+            asr,
+            f0.reshape(1, -1, 2),
+            n.reshape(1, -1, 2),
+            ref_s[:, :128],
+            torch.from_numpy(noise["phase_noise"]).double(),
+            torch.from_numpy(noise["sine_noise"]).double(),
+        )
     return audio.numpy().reshape(-1)

@@ -16,11 +16,13 @@ Outputs: ``pred_dur`` int64 [B, T] (0 past each length), ``d`` float32
 [B, T, hidden+style] (the prosody features), ``t_en`` float32 [B, hidden, T]
 (the text features).
 """
+
 from __future__ import annotations
 
 import torch
 from torch import nn
 
+from ..model_spec import MAX_TOKENS, STYLE_DIM
 from ..torch_lstm import use_plugin_lstm
 
 
@@ -86,7 +88,7 @@ class TextStage(nn.Module):
 MAX_BATCH = 64  # items per text-stage call; KokoroTVM splits larger batches
 
 
-def export_text_stage(stage: TextStage, max_tokens: int = 510):
+def export_text_stage(stage: TextStage, max_tokens: int = MAX_TOKENS):
     """torch.export with symbolic batch and T (1 ≤ T ≤ max_tokens + 2: the ids include both boundary ids).
 
     TVM sizes some buffers by these bounds (``tir_var_upper_bound``), so they must cover
@@ -96,7 +98,7 @@ def export_text_stage(stage: TextStage, max_tokens: int = 510):
     example = (
         torch.ones(2, 8, dtype=torch.int64),
         torch.tensor([8, 5], dtype=torch.int64),
-        torch.zeros(2, 256),
+        torch.zeros(2, STYLE_DIM),
         torch.ones(2),
     )
     shapes = ({0: batch, 1: steps}, {0: batch}, {0: batch}, {0: batch})

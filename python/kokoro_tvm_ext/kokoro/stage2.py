@@ -11,6 +11,7 @@ Inputs: ``en`` float32 [B, hidden+style, F] (the aligned prosody features),
 [B, 256], ``phase_noise`` [B, 9] and ``sine_noise`` [B, 9, F, 600] (see
 ``decoder.make_noise``). Output: audio float32 [B, 600·F].
 """
+
 from __future__ import annotations
 
 import torch
@@ -49,8 +50,9 @@ class AudioStage(nn.Module):
     def forward(self, en, asr, ref_s, phase_noise, sine_noise):
         batch = en.shape[0]
         f0, n = self.f0n(en, ref_s[:, 128:])
-        audio = self.decoder(asr, f0.reshape(batch, -1, 2), n.reshape(batch, -1, 2), ref_s[:, :128],
-                             phase_noise, sine_noise)
+        audio = self.decoder(
+            asr, f0.reshape(batch, -1, 2), n.reshape(batch, -1, 2), ref_s[:, :128], phase_noise, sine_noise
+        )
         return audio.reshape(batch, -1)
 
 

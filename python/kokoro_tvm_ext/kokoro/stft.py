@@ -31,6 +31,7 @@ against ``torch.stft`` / ``torch.istft`` to 1e-5.
 Only fixed-size ops on a symbolic time axis are used, so the transform exports
 with a symbolic length and imports into Relax without new converters.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -131,11 +132,11 @@ class TorchSTFT(nn.Module):
         return self.window.to(device=like.device, dtype=like.dtype)
 
     def transform(self, x):
-        spec = torch.stft(x, self.n_fft, self.hop, self.win_length, window=self._window(x),
-                          return_complex=True)
+        spec = torch.stft(x, self.n_fft, self.hop, self.win_length, window=self._window(x), return_complex=True)
         return torch.abs(spec), torch.angle(spec)
 
     def inverse(self, magnitude, phase):
-        y = torch.istft(magnitude * torch.exp(phase * 1j), self.n_fft, self.hop, self.win_length,
-                        window=self._window(magnitude))
+        y = torch.istft(
+            magnitude * torch.exp(phase * 1j), self.n_fft, self.hop, self.win_length, window=self._window(magnitude)
+        )
         return y.unsqueeze(-2)

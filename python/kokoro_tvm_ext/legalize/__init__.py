@@ -6,6 +6,7 @@ import. ``LegalizeOps`` (in every TVM pipeline, ours included) then uses it;
 nothing in TVM is patched. The frontend imports this package, because its
 imported programs rely on these.
 """
+
 from __future__ import annotations
 
 from . import slice_scatter  # noqa: F401  (registers on import)

@@ -14,6 +14,7 @@ slice (``start <= j < end`` and ``(j - start) % step == 0``), else
 ``input[..., j, ...]``. Bounds are clamped to ``[0, len]`` as torch does, and
 the source index is clamped to the source, so nothing reads out of bounds.
 """
+
 from __future__ import annotations
 
 import tvm
@@ -53,7 +54,13 @@ def slice_scatter_te(data: te.Tensor, src: te.Tensor, start, end, step, axis: in
 def legalize_slice_scatter(bb, call):
     data, src, start, end, step = call.args
     return bb.call_te(
-        slice_scatter_te, data, src, start, end, step, int(call.attrs.axis),
+        slice_scatter_te,
+        data,
+        src,
+        start,
+        end,
+        step,
+        int(call.attrs.axis),
         primfunc_name_hint="slice_scatter",
     )
 

@@ -7,12 +7,14 @@ and runs each remaining block's leading spatial loops (fused) as one
 (an all-spatial block keeps its innermost loop for that).
 Reductions keep their reduction loops serial inside each parallel iteration.
 """
+
 from __future__ import annotations
 
+import tvm
 from tvm import s_tir, tirx
+from tvm.s_tir.dlight import ApplyDefaultSchedule
 from tvm.s_tir.dlight.analysis import normalize_prim_func
 from tvm.s_tir.dlight.base import ScheduleRule, try_inline_contiguous_spatial
-
 
 # Fewer parallel iterations than this and an all-spatial block fuses all its loops.
 MIN_PARALLEL = 16
@@ -30,6 +32,11 @@ def _known_below(sch, loops, bound: int) -> bool:
 
 
 class ParallelOuterLoops(ScheduleRule):
+    """The dlight rule; :class:`ScheduleParallelLoops` is the pass that applies it."""
+
+    def __init__(self, min_parallel: int = MIN_PARALLEL):
+        self.min_parallel = min_parallel
+
     def apply(self, func, target, tunable):  # noqa: ARG002 - ScheduleRule's signature
         if not isinstance(func, tirx.PrimFunc):
             return None
@@ -52,7 +59,7 @@ class ParallelOuterLoops(ScheduleRule):
             # LLVM sees a contiguous inner loop to vectorize (3x on ALBERT's
             # masked softmax), unless that leaves too little to share out.
             n_par = lead
-            if lead == len(loops) and lead > 1 and not _known_below(sch, loops[: lead - 1], MIN_PARALLEL):
+            if lead == len(loops) and lead > 1 and not _known_below(sch, loops[: lead - 1], self.min_parallel):
                 n_par = lead - 1
             try:
                 outer = sch.fuse(*loops[:n_par]) if n_par > 1 else loops[0]
@@ -63,8 +70,12 @@ class ParallelOuterLoops(ScheduleRule):
         return sch if changed else None
 
 
-def schedule_pass():
-    """The module pass that applies the rule to all unscheduled PrimFuncs."""
-    from tvm.s_tir.dlight import ApplyDefaultSchedule
+@tvm.transform.module_pass(opt_level=0, name="ScheduleParallelLoops")
+class ScheduleParallelLoops:
+    """Applies :class:`ParallelOuterLoops` to every PrimFunc not yet scheduled (needs a current target)."""
 
-    return ApplyDefaultSchedule(ParallelOuterLoops())
+    def __init__(self, min_parallel: int = MIN_PARALLEL):
+        self.apply = ApplyDefaultSchedule(ParallelOuterLoops(min_parallel))
+
+    def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        return self.apply(mod.clone())  # ApplyDefaultSchedule updates the module it is given

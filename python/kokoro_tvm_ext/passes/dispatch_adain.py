@@ -14,7 +14,7 @@ while ``AdainResBlk1d`` (F0/N predictor, decoder) follows it with
 ``R.nn.leakyrelu(y, slope)``. TVM runs each chain as two reductions plus an
 element-wise kernel calling scalar ``sinf``, about a third of the audio stage.
 The whole chain becomes one ``call_dps_packed`` to ``kokoro_tvm_ext.adain``
-(see tvm-ext/src/adain.rs for the calling convention); an AdaIN followed by
+(its parameters by name: tvm-ext/src/interface.rs); an AdaIN followed by
 anything else becomes the kernel without activation. Operand order of the
 multiplies and adds does not matter.
 
@@ -27,16 +27,18 @@ intermediate is a dataflow variable used only by the next link of the chain
 (``y`` twice, by Snake). Anything else is left to TVM. The intermediates left
 dead are removed by DeadCodeElimination.
 """
-from __future__ import annotations
 
-from collections import Counter
+from __future__ import annotations
 
 import numpy as np
 import tvm
 import tvm_ffi
 from tvm import relax
-from tvm.relax.expr_functor import PyExprMutator, PyExprVisitor, mutator, visitor
+from tvm.relax.expr_functor import PyExprMutator, mutator
 from tvm.sym import Analyzer
+
+from ..kernels import call as kernel_call
+from ._relax_utils import UseCounter, is_f32, map_functions, same_shape, scalar_value, shape_of
 
 ADD = tvm.ir.Op.get("relax.add")
 DIVIDE = tvm.ir.Op.get("relax.divide")
@@ -46,34 +48,11 @@ MULTIPLY = tvm.ir.Op.get("relax.multiply")
 POWER = tvm.ir.Op.get("relax.power")
 SIN = tvm.ir.Op.get("relax.sin")
 
-KERNEL = "kokoro_tvm_ext.adain"
 ACT_NONE, ACT_SNAKE, ACT_LEAKY_RELU = 0, 1, 2
 
 
-@visitor
-class _Uses(PyExprVisitor):
-    """How often each variable is read, and the value bound to each variable, in binding order."""
-
-    def __init__(self):
-        super().__init__()
-        self.counts: Counter = Counter()
-        self.values: dict = {}
-        self.order: list = []
-
-    def visit_var_(self, var):
-        self.counts[var] += 1
-
-    def visit_dataflow_var_(self, var):
-        self.counts[var] += 1
-
-    def visit_var_binding_(self, binding):
-        self.values[binding.var] = binding.value
-        self.order.append(binding.var)
-        super().visit_var_binding_(binding)
-
-
 class _Matcher:
-    def __init__(self, uses: _Uses):
+    def __init__(self, uses: UseCounter):
         self.uses = uses
         self.analyzer = Analyzer()
 
@@ -82,17 +61,12 @@ class _Matcher:
         if not isinstance(var, relax.DataflowVar) or self.uses.counts.get(var, 0) != count:
             return None
         value = self.uses.values.get(var)
-        if isinstance(value, relax.Call) and value.op == op and _is_f32(value):
+        if isinstance(value, relax.Call) and value.op == op and is_f32(value):
             return value
         return None
 
     def same_dims(self, expr, dims) -> bool:
-        shape = _shape(expr)
-        return (
-            shape is not None
-            and len(shape) == len(dims)
-            and all(self.analyzer.can_prove_equal(a, b) for a, b in zip(shape, dims))
-        )
+        return same_shape(shape_of(expr), dims, self.analyzer)
 
     def adain(self, y, count: int | None = None):
         """The kernel's arguments if ``y`` is ``scale * instance_norm(x) + shift``.
@@ -102,7 +76,7 @@ class _Matcher:
         """
         if count is None:
             add = self.uses.values.get(y)
-            add = add if isinstance(add, relax.Call) and add.op == ADD and _is_f32(add) else None
+            add = add if isinstance(add, relax.Call) and add.op == ADD and is_f32(add) else None
         else:
             add = self.link(y, ADD, count)
         if add is None:
@@ -123,8 +97,8 @@ class _Matcher:
     def _norm(self, norm, y, scale, shift):
         x, w, b = norm.args
         a = norm.attrs
-        dims = _shape(x)
-        if dims is None or len(dims) != 3 or not all(map(_is_f32, (x, w, b, scale, shift))):
+        dims = shape_of(x)
+        if dims is None or len(dims) != 3 or not all(map(is_f32, (x, w, b, scale, shift))):
             return None
         batch, channels, _ = dims
         axes = sorted({int(ax) % 3 for ax in a.axes})
@@ -151,7 +125,7 @@ class _Matcher:
     def snake(self, z):
         """(kernel arguments, alpha, y) if ``z`` is Snake of an AdaIN output ``y``."""
         add = self.uses.values.get(z)
-        if not (isinstance(add, relax.Call) and add.op == ADD and _is_f32(add)):
+        if not (isinstance(add, relax.Call) and add.op == ADD and is_f32(add)):
             return None
         for y, m in _orders(add.args):
             mul = self.link(m, MULTIPLY)
@@ -169,7 +143,7 @@ class _Matcher:
                     if not ty.same_as(y):
                         continue
                     found = self.adain(y, count=2)
-                    if found is None or not _is_f32(alpha):
+                    if found is None or not is_f32(alpha):
                         continue
                     if self.same_dims(alpha, [1, found["channels"], 1]) and self._is_inverse(inv, alpha):
                         return found, alpha, y
@@ -194,7 +168,7 @@ class _Matcher:
     def leaky_relu(self, z):
         """(kernel arguments, slope, y) if ``z`` is leaky_relu of an AdaIN output ``y``."""
         value = self.uses.values.get(z)
-        if not (isinstance(value, relax.Call) and value.op == LEAKY_RELU and _is_f32(value)):
+        if not (isinstance(value, relax.Call) and value.op == LEAKY_RELU and is_f32(value)):
             return None
         y = value.args[0]
         found = self.adain(y, count=1)
@@ -207,24 +181,9 @@ def _orders(args):
     return ((a, b), (b, a))
 
 
-def _is_f32(expr) -> bool:
-    ty = expr.ty
-    return isinstance(ty, relax.TensorType) and str(ty.dtype) == "float32"
-
-
-def _shape(expr):
-    ty = expr.ty
-    if isinstance(ty, relax.TensorType) and isinstance(ty.shape, relax.ShapeExpr):
-        return list(ty.shape.values)
-    return None
-
-
 def _is_scalar(expr, value: float) -> bool:
     """Whether ``expr`` is a constant with one element equal to ``value``."""
-    if not isinstance(expr, tvm.ir.GenericConst):
-        return False
-    array = expr.value.numpy()
-    return array.size == 1 and float(array.reshape(())) == value
+    return scalar_value(expr) == value
 
 
 def _same_value(a, b) -> bool:
@@ -234,22 +193,25 @@ def _same_value(a, b) -> bool:
 
 
 def _kernel_call(found: dict, act: int, slope: float, alpha, out_ty) -> relax.Call:
-    prims = [
-        relax.prim_value(act),
-        relax.prim_value(1 if found["norm"] else 0),
-        relax.prim_value(float(found["eps"])),
-        relax.prim_value(float(slope)),
-    ]
-    tensors = [found["x"], *found["norm"], found["scale"], found["shift"]]
-    if alpha is not None:
-        tensors.append(alpha)
-    return relax.op.call_dps_packed(KERNEL, relax.Tuple(prims + tensors), out_ty=out_ty)
+    norm = dict(zip(("norm_w", "norm_b"), found["norm"]))
+    return kernel_call(
+        "adain",
+        out_ty,
+        act=act,
+        has_norm_affine=1 if norm else 0,
+        eps=found["eps"],
+        slope=slope,
+        x=found["x"],
+        **norm,
+        scale=found["scale"],
+        shift=found["shift"],
+        alpha=alpha,
+    )
 
 
 def plan_rewrites(func: relax.Function) -> dict:
     """Each chain's last variable mapped to the kernel call that replaces its value."""
-    uses = _Uses()
-    uses.visit_expr(func)
+    uses = UseCounter.of(func)
     match = _Matcher(uses)
     plan, covered = {}, set()
     for var in uses.order:
@@ -289,13 +251,13 @@ class _Rewriter(PyExprMutator):
 
 
 @tvm.transform.module_pass(opt_level=0, name="DispatchAdaIN")
-def DispatchAdaIN(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-    updates = {}
-    for gv, func in mod.functions_items():
-        if isinstance(func, relax.Function):
-            plan = plan_rewrites(func)
-            if plan:
-                updates[gv] = _Rewriter(mod, plan).visit_expr(func)
-    for gv, func in updates.items():
-        mod[gv] = func
-    return mod
+class DispatchAdaIN:
+    """AdaIN chains, with Snake or leaky_relu after them, become one fused kernel call (see module doc)."""
+
+    def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        return map_functions(mod, lambda _gvar, func: _rewrite(mod, func))
+
+
+def _rewrite(mod, func):
+    plan = plan_rewrites(func)
+    return _Rewriter(mod, plan).visit_expr(func) if plan else None

@@ -10,6 +10,7 @@ read through strides instead of copied. Stock TVM's CPU pipeline leaves
 these unscheduled (single thread, no tiling), and they are ~90% of Kokoro's
 time. Anything the kernels do not cover (other layouts or dtypes) is left to TVM.
 """
+
 from __future__ import annotations
 
 import tvm
@@ -17,7 +18,8 @@ from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 from tvm.sym import Analyzer
 
-from .remove_noop_copies import same_shape
+from ..kernels import call as kernel_call
+from ._relax_utils import in_scope, is_f32, is_one, map_functions, same_shape, shape_of
 
 CONV1D = tvm.ir.Op.get("relax.nn.conv1d")
 CONV1D_TRANSPOSE = tvm.ir.Op.get("relax.nn.conv1d_transpose")
@@ -26,11 +28,6 @@ BROADCAST_TO = tvm.ir.Op.get("relax.broadcast_to")
 MULTIPLY = tvm.ir.Op.get("relax.multiply")
 PERMUTE_DIMS = tvm.ir.Op.get("relax.permute_dims")
 RESHAPE = tvm.ir.Op.get("relax.reshape")
-
-
-def _is_f32(expr) -> bool:
-    ty = expr.ty
-    return isinstance(ty, relax.TensorType) and str(ty.dtype) == "float32"
 
 
 def _out_f32(attrs) -> bool:
@@ -42,18 +39,13 @@ def _ints(values) -> list[int]:
     return [int(v) for v in values]
 
 
-def _packed(name: str, prims: list[int], tensors: list, out_ty) -> relax.Call:
-    args = [relax.prim_value(int(p)) for p in prims] + list(tensors)
-    return relax.op.call_dps_packed(f"kokoro_tvm_ext.{name}", relax.Tuple(args), out_ty=out_ty)
-
-
 def _kernel_can_take(call: relax.Call, kernel_layout: str) -> bool:
     """float32 in and out, in the layouts torch uses (the kernels' layouts)."""
     a = call.attrs
     return (
         (a.data_layout, a.kernel_layout, a.out_layout) == ("NCW", kernel_layout, "NCW")
         and _out_f32(a)
-        and all(_is_f32(x) for x in call.args)
+        and all(is_f32(x) for x in call.args)
     )
 
 
@@ -62,7 +54,19 @@ def conv1d_call(call: relax.Call, _lookup):
         return None
     a = call.attrs
     (stride,), (left, right), (dilation,) = _ints(a.strides), _ints(a.padding), _ints(a.dilation)
-    return _packed("conv1d", [stride, left, right, dilation, int(a.groups), 0], call.args, call.ty)
+    x, w = call.args
+    return kernel_call(
+        "conv1d",
+        call.ty,
+        stride=stride,
+        pad_left=left,
+        pad_right=right,
+        dilation=dilation,
+        groups=int(a.groups),
+        has_bias=0,
+        x=x,
+        w=w,
+    )
 
 
 def conv1d_transpose_call(call: relax.Call, _lookup):
@@ -70,15 +74,30 @@ def conv1d_transpose_call(call: relax.Call, _lookup):
         return None
     a = call.attrs
     (stride,), (left, right), (out_pad,), (dilation,) = (
-        _ints(a.strides), _ints(a.padding), _ints(a.output_padding), _ints(a.dilation)
+        _ints(a.strides),
+        _ints(a.padding),
+        _ints(a.output_padding),
+        _ints(a.dilation),
     )
-    prims = [stride, left, right, out_pad, dilation, int(a.groups), 0]
-    return _packed("conv1d_transpose", prims, call.args, call.ty)
+    x, w = call.args
+    return kernel_call(
+        "conv1d_transpose",
+        call.ty,
+        stride=stride,
+        pad_left=left,
+        pad_right=right,
+        output_padding=out_pad,
+        dilation=dilation,
+        groups=int(a.groups),
+        has_bias=0,
+        x=x,
+        w=w,
+    )
 
 
 def matmul_call(call: relax.Call, lookup):
     x, w = call.args
-    if not (_is_f32(x) and _is_f32(w) and _out_f32(call.attrs)):
+    if not (is_f32(x) and is_f32(w) and _out_f32(call.attrs)):
         return None
     if len(x.ty.shape) < 2 or len(w.ty.shape) < 2:
         return None
@@ -86,23 +105,19 @@ def matmul_call(call: relax.Call, lookup):
     # [B, K, N]; the kernel wants the one [K, N] matrix it came from.
     source = lookup(w) if isinstance(w, relax.Var) else None
     weight = source.args[0] if isinstance(source, relax.Call) and source.op == BROADCAST_TO else w
-    if not _in_scope(weight, w):
+    if not in_scope(weight, w):
         weight = w
     w_shape = list(weight.ty.shape)
     # torch's decomposition turns linear layers into bmm with an expanded
     # [1, K, N] weight; leading 1s are the same 2-D weight for every row.
-    if 2 <= len(w_shape) <= len(x.ty.shape) and all(_is_one(d) for d in w_shape[:-2]):
+    if 2 <= len(w_shape) <= len(x.ty.shape) and all(is_one(d) for d in w_shape[:-2]):
         if len(w_shape) > 2:
             weight = relax.op.reshape(weight, w_shape[-2:])
-        return _packed("matmul", [0], [x, weight], call.ty)
+        return kernel_call("matmul", call.ty, has_bias=0, x=x, w=weight)
     # Two activations (attention): batched, transposes read through strides.
     trans_x, x = _untransposed(x, lookup)
     trans_y, w = _untransposed(w, lookup)
-    return _packed("batch_matmul", [trans_x, trans_y], [x, w], call.ty)
-
-
-def _is_one(dim) -> bool:
-    return isinstance(dim, tvm.tirx.IntImm) and int(dim) == 1
+    return kernel_call("batch_matmul", call.ty, trans_x=trans_x, trans_y=trans_y, x=x, y=w)
 
 
 def _same_dims(a, b) -> bool:
@@ -124,7 +139,7 @@ def _untransposed(v, lookup):
         if not isinstance(b, relax.Call) or not b.args:
             break
         src = b.args[0]
-        out_shape, in_shape = _dims(b), _dims(src)
+        out_shape, in_shape = shape_of(b), shape_of(src)
         if out_shape is None or in_shape is None:
             break
         if b.op == BROADCAST_TO and _same_dims(in_shape, out_shape):
@@ -149,31 +164,15 @@ def _untransposed(v, lookup):
     return 0, v
 
 
-def _in_scope(source, var) -> bool:
-    """Whether ``source``, read from ``var``'s binding, is visible wherever ``var`` is.
-
-    A dataflow var is only visible in its own block; a plain ``var`` may be
-    used in later blocks, where its binding's dataflow inputs are not.
-    """
-    return isinstance(var, relax.DataflowVar) or not isinstance(source, relax.DataflowVar)
-
-
 def _same_last_two(a, b) -> bool:
     return min(len(a), len(b)) >= 2 and _same_dims(a[-2:], b[-2:])
 
 
-def _dims(expr):
-    ty = expr.ty
-    if isinstance(ty, relax.TensorType) and isinstance(ty.shape, relax.ShapeExpr):
-        return list(ty.shape.values)
-    return None
-
-
 def _is_scalar_constant(expr) -> bool:
-    dims = _dims(expr)
-    if not (isinstance(expr, tvm.ir.GenericConst) and _is_f32(expr)) or dims is None:
+    dims = shape_of(expr)
+    if not (isinstance(expr, tvm.ir.GenericConst) and is_f32(expr)) or dims is None:
         return False
-    return all(_is_one(d) for d in dims)
+    return all(is_one(d) for d in dims)
 
 
 # Each rewrite takes (call, lookup_binding) and returns the replacement, or None to keep the call.
@@ -192,11 +191,8 @@ class _Dispatcher(PyExprMutator):
 
 
 @tvm.transform.module_pass(opt_level=0, name="DispatchToPluginKernels")
-def DispatchToPluginKernels(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-    updates = {}
-    for gv, func in mod.functions_items():
-        if isinstance(func, relax.Function):
-            updates[gv] = _Dispatcher(mod).visit_expr(func)
-    for gv, func in updates.items():
-        mod[gv] = func
-    return mod
+class DispatchToPluginKernels:
+    """conv1d, conv1d_transpose and float32 matmuls become plugin kernel calls (see module doc)."""
+
+    def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        return map_functions(mod, lambda _gvar, func: _Dispatcher(mod).visit_expr(func))

@@ -16,69 +16,36 @@ for matmul (``[..., N]`` outputs), that does not make the add broadcast the
 product to a larger shape. Runs right after DispatchToPluginKernels; the
 product left dead is removed by DeadCodeElimination.
 """
+
 from __future__ import annotations
 
 from collections import Counter
 
 import tvm
 from tvm import relax
-from tvm.relax.expr_functor import PyExprMutator, PyExprVisitor, mutator, visitor
+from tvm.relax.expr_functor import PyExprMutator, mutator
 from tvm.sym import Analyzer
 
+from ..kernels import KernelCall
+from ..kernels import call as kernel_call
+from ._relax_utils import UseCounter, is_f32, map_functions, same_shape, shape_of
+
 ADD = tvm.ir.Op.get("relax.add")
-CALL_DPS_PACKED = tvm.ir.Op.get("relax.call_dps_packed")
 
-# kernel -> (index of has_bias among the packed arguments, where the bias goes,
-#            channel axis of the output counted from the end)
-KERNELS = {
-    "kokoro_tvm_ext.conv1d": (5, 8, 2),
-    "kokoro_tvm_ext.conv1d_transpose": (6, 9, 2),
-    "kokoro_tvm_ext.matmul": (0, 3, 1),
-}
+# The kernels that take a bias -> their output's channel axis, counted from the end.
+CHANNEL_AXIS = {"conv1d": 2, "conv1d_transpose": 2, "matmul": 1}
 
 
-@visitor
-class _UseCounter(PyExprVisitor):
-    def __init__(self):
-        super().__init__()
-        self.counts: Counter = Counter()
-
-    def visit_var_(self, var):
-        self.counts[var] += 1
-
-    def visit_dataflow_var_(self, var):
-        self.counts[var] += 1
-
-
-def _shape(expr):
-    ty = expr.ty
-    if isinstance(ty, relax.TensorType) and isinstance(ty.shape, relax.ShapeExpr):
-        return list(ty.shape.values)
-    return None
-
-
-def _kernel_without_bias(expr):
-    """(name, packed args) if ``expr`` is a plugin kernel call that takes a bias but has none."""
-    if not (isinstance(expr, relax.Call) and expr.op == CALL_DPS_PACKED):
-        return None
-    callee, args = expr.args[0], expr.args[1]
-    if not isinstance(callee, relax.ExternFunc) or not isinstance(args, relax.Tuple):
-        return None
-    name = str(callee.global_symbol)
-    if name not in KERNELS:
-        return None
-    flag = args.fields[KERNELS[name][0]]
-    if int(getattr(flag, "value", -1)) != 0:
-        return None
-    return name, list(args.fields)
+def _kernel_without_bias(expr) -> KernelCall | None:
+    """``expr`` read as a plugin kernel call that takes a bias but has none, else None."""
+    kc = KernelCall.read(expr)
+    return kc if kc is not None and kc.name in CHANNEL_AXIS and kc["has_bias"] == 0 else None
 
 
 def _bias_length(bias, out_shape, axis_from_end: int, analyzer: Analyzer):
     """The channel count if ``bias`` broadcasts onto ``out_shape`` along its channel axis only."""
-    shape = _shape(bias)
-    if shape is None or out_shape is None or not 1 <= len(shape) <= len(out_shape):
-        return None
-    if not (isinstance(bias.ty, relax.TensorType) and str(bias.ty.dtype) == "float32"):
+    shape = shape_of(bias)
+    if shape is None or out_shape is None or not 1 <= len(shape) <= len(out_shape) or not is_f32(bias):
         return None
     channels = out_shape[len(out_shape) - axis_from_end]
     padded = [1] * (len(out_shape) - len(shape)) + shape
@@ -113,7 +80,7 @@ class _BiasFolder(PyExprMutator):
         call = super().visit_call_(call)
         if call.op != ADD or len(call.args) != 2:
             return call
-        out_shape = _shape(call)
+        out_shape = shape_of(call)
         for product, bias in (call.args, call.args[::-1]):
             # The kernel call moves to the add: only within one block, where its
             # inputs are still in scope.
@@ -122,30 +89,20 @@ class _BiasFolder(PyExprMutator):
             kernel = _kernel_without_bias(self.lookup_binding(product))
             if kernel is None:
                 continue
-            name, args = kernel
-            flag_index, bias_index, axis = KERNELS[name]
-            product_shape = _shape(product)
-            if out_shape is None or product_shape is None or len(out_shape) != len(product_shape):
+            product_shape = shape_of(product)
+            if not same_shape(out_shape, product_shape, self.analyzer):
                 continue
-            if not all(self.analyzer.can_prove_equal(a, b) for a, b in zip(out_shape, product_shape)):
-                continue
-            channels = _bias_length(bias, product_shape, axis, self.analyzer)
+            channels = _bias_length(bias, product_shape, CHANNEL_AXIS[kernel.name], self.analyzer)
             if channels is None:
                 continue
-            args[flag_index] = relax.prim_value(1)
-            args.insert(bias_index, relax.op.reshape(bias, [channels]))
-            return relax.op.call_dps_packed(name, relax.Tuple(args), out_ty=call.ty)
+            args = {**kernel.args, "has_bias": 1, "bias": relax.op.reshape(bias, [channels])}
+            return kernel_call(kernel.name, call.ty, **args)
         return call
 
 
 @tvm.transform.module_pass(opt_level=0, name="FoldBiasIntoKernels")
-def FoldBiasIntoKernels(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-    updates = {}
-    for gv, func in mod.functions_items():
-        if isinstance(func, relax.Function):
-            counter = _UseCounter()
-            counter.visit_expr(func)
-            updates[gv] = _BiasFolder(mod, counter.counts).visit_expr(func)
-    for gv, func in updates.items():
-        mod[gv] = func
-    return mod
+class FoldBiasIntoKernels:
+    """A per-channel bias add after a plugin kernel call becomes the call's bias (see module doc)."""
+
+    def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        return map_functions(mod, lambda _gvar, func: _BiasFolder(mod, UseCounter.of(func).counts).visit_expr(func))

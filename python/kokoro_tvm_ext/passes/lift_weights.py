@@ -11,11 +11,14 @@ Runs last, on the fully lowered functions, so no optimisation sees a parameter
 where it saw a constant. Constants under ``min_bytes`` (scalars, small tables)
 stay in the library. A constant used several times becomes one parameter.
 """
+
 from __future__ import annotations
 
 import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
+
+from ._relax_utils import map_functions
 
 MIN_BYTES = 4096
 
@@ -50,24 +53,22 @@ class _Lifter(PyExprMutator):
         return self._seen[const]
 
 
-def lift_weights(sink: dict, min_bytes: int = MIN_BYTES) -> tvm.transform.Pass:
+@tvm.transform.module_pass(opt_level=0, name="LiftWeights")
+class LiftWeights:
     """The pass. ``sink[function name]`` receives the lifted values (``tvm.runtime.Tensor``),
-    in the order of the parameters appended to that function."""
+    in the order of the parameters appended to that function; constants under ``min_bytes`` stay."""
 
-    @tvm.transform.module_pass(opt_level=0, name="LiftWeights")
-    def lift(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-        updates = {}
-        for gvar, func in mod.functions_items():
-            if not isinstance(func, relax.Function):
-                continue
-            lifter = _Lifter(min_bytes)
-            body = lifter.visit_expr(func.body)
-            sink[gvar.name_hint] = lifter.values
-            if lifter.params:
-                updates[gvar] = relax.Function(list(func.params) + lifter.params, body, func.ret_ty,
-                                               func.is_pure, func.attrs, func.span)
-        for gvar, func in updates.items():
-            mod[gvar] = func
-        return mod
+    def __init__(self, sink: dict, min_bytes: int = MIN_BYTES):
+        self.sink = sink
+        self.min_bytes = min_bytes
 
-    return lift
+    def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        return map_functions(mod, self._lift)
+
+    def _lift(self, gvar, func: relax.Function):
+        lifter = _Lifter(self.min_bytes)
+        body = lifter.visit_expr(func.body)
+        self.sink[gvar.name_hint] = lifter.values
+        if not lifter.params:
+            return None
+        return relax.Function(list(func.params) + lifter.params, body, func.ret_ty, func.is_pure, func.attrs, func.span)

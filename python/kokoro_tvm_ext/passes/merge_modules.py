@@ -5,6 +5,7 @@ PrimFuncs may share names across modules). To build one library we rename each
 module's globals with a prefix, ``main`` becoming the prefix itself, and rewrite
 the references inside its functions.
 """
+
 from __future__ import annotations
 
 import tvm

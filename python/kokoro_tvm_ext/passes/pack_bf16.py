@@ -18,64 +18,27 @@ are constants by then, and after PackWeightsWinograd, whose calls stay f32
   ``"fp32"`` (compile_kokoro keeps the text stage, which rounds durations to
   whole frames, in f32).
 """
+
 from __future__ import annotations
 
 import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-CALL_DPS_PACKED = tvm.ir.Op.get("relax.call_dps_packed")
-CUMSUM = tvm.ir.Op.get("relax.cumsum")
+from ..kernels import KernelCall
+from ._relax_utils import bound_constant, is_among, map_functions, upstream_of_cumsum
+
 PRECISION_ATTR = "kokoro_tvm_ext.precision"
 PRECISIONS = ("fp32", "bf16")
 
-# f32 kernel -> (pack kind, index of w among the arguments, index of groups).
-_KERNELS = {
-    "kokoro_tvm_ext.conv1d": ("conv1d", 7, 4),
-    "kokoro_tvm_ext.conv1d_transpose": ("conv1d_transpose", 8, 5),
-    "kokoro_tvm_ext.matmul": ("matmul", 2, None),
-}
+# The f32 kernels with a bf16 variant (named ``{kernel}_bf16``, packed as kind ``{kernel}``).
+BF16_KERNELS = ("conv1d", "conv1d_transpose", "matmul")
 
 
 def check_precision(precision: str) -> str:
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     return precision
-
-
-def _int(prim) -> int:
-    return int(prim.value)
-
-
-def upstream_of_cumsum(func: relax.Function) -> dict:
-    """The bound values (by hash) that a cumsum of ``func`` depends on."""
-    bound = {}
-    for block in getattr(func.body, "blocks", []):
-        for binding in block.bindings:
-            bound[binding.var] = binding.value
-    todo = [v for value in bound.values() if isinstance(value, relax.Call) and value.op == CUMSUM
-            for v in relax.analysis.free_vars(value)]
-    seen = set()
-    while todo:
-        var = todo.pop()
-        if var in seen or var not in bound:
-            continue
-        seen.add(var)
-        todo.extend(relax.analysis.free_vars(bound[var]))
-    return {hash(bound[v]): bound[v] for v in seen}
-
-
-def bound_constant(mutator: PyExprMutator, expr):
-    """The constant ``expr`` is bound to, through any variables, else None."""
-    while isinstance(expr, relax.Var):
-        expr = mutator.lookup_binding(expr)
-    return expr if isinstance(expr, tvm.ir.Constant) else None
-
-
-def is_among(calls: dict, call) -> bool:
-    """Whether ``call`` is one of ``calls`` (as made by upstream_of_cumsum)."""
-    found = calls.get(hash(call))
-    return found is not None and found.same_as(call)
 
 
 @mutator
@@ -90,36 +53,28 @@ class _ToBF16(PyExprMutator):
         call = super().visit_call_(call)
         if keep:
             return call
-        if call.op != CALL_DPS_PACKED or not isinstance(call.args[0], relax.ExternFunc):
+        kernel = KernelCall.read(call)
+        if kernel is None or kernel.name not in BF16_KERNELS:
             return call
-        name = call.args[0].global_symbol
-        if name not in _KERNELS or not isinstance(call.args[1], relax.Tuple):
-            return call
-        kind, w_index, groups_index = _KERNELS[name]
-        args = list(call.args[1].fields)
-        groups = 1 if groups_index is None else _int(args[groups_index])
-        w = bound_constant(self, args[w_index])
+        groups = kernel.args.get("groups", 1)  # matmul has none
+        w = bound_constant(self, kernel["w"])
         if w is None or groups != 1 or str(w.value.dtype) != "float32":
             return call
-        packed = relax.const(self.pack(kind, groups, w.value))
-        if kind == "matmul":
-            prims, tensors = args[:1], [args[1], packed, *args[3:]]
-        else:
-            # The bf16 convolutions take the kernel size as one more prim.
-            kernel_size = relax.prim_value(int(w.value.shape[-1]))
-            prims, tensors = [*args[:w_index - 1], kernel_size], [args[w_index - 1], packed, *args[w_index + 1:]]
-        return relax.op.call_dps_packed(f"{name}_bf16", relax.Tuple(prims + tensors), out_ty=call.ty)
+        packed = relax.const(self.pack(kernel.name, groups, w.value))
+        # The bf16 convolutions take the kernel size too.
+        size = {} if kernel.name == "matmul" else {"kernel_size": int(w.value.shape[-1])}
+        return kernel.to(f"{kernel.name}_bf16", w=packed, **size)
 
 
 @tvm.transform.module_pass(opt_level=0, name="PackWeightsBF16")
-def PackWeightsBF16(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-    updates = {}
-    for gv, func in mod.functions_items():
-        if not isinstance(func, relax.Function):
-            continue
-        if func.attrs is not None and str(func.attrs.get(PRECISION_ATTR, "bf16")) == "fp32":
-            continue
-        updates[gv] = _ToBF16(mod, upstream_of_cumsum(func)).visit_expr(func)
-    for gv, func in updates.items():
-        mod[gv] = func
-    return mod
+class PackWeightsBF16:
+    """The f32 kernel calls with constant weights move to the bf16 kernels (see module doc)."""
+
+    def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        return map_functions(mod, lambda _gvar, func: _pack(mod, func))
+
+
+def _pack(mod, func):
+    if func.attrs is not None and str(func.attrs.get(PRECISION_ATTR, "bf16")) == "fp32":
+        return None
+    return _ToBF16(mod, upstream_of_cumsum(func)).visit_expr(func)

@@ -26,29 +26,25 @@ GEMM 2.1x f32) bf16 direct convolutions in their place were only 2% faster end
 to end, and Winograd with bf16 GEMMs rounds too much in the transform domain
 (24 dB SNR end to end against our fp32, where the bf16 mode has 33 dB).
 """
+
 from __future__ import annotations
 
 import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from .pack_bf16 import bound_constant, is_among, upstream_of_cumsum
+from ..kernels import KernelCall
+from ._relax_utils import bound_constant, is_among, map_functions, upstream_of_cumsum
 
-CALL_DPS_PACKED = tvm.ir.Op.get("relax.call_dps_packed")
 KERNEL_SIZES = (3, 5, 7, 11)
 MIN_CHANNELS = 128
 MAX_IN_CHANNELS = 512
-
-# kokoro_tvm_ext.conv1d's prims: stride, pad_left, pad_right, dilation, groups, has_bias.
-_STRIDE, _GROUPS, _N_PRIMS = 0, 4, 6
 
 
 def worth_it(out_channels: int, in_channels: int, kernel_size: int) -> bool:
     """Whether a stride-1, ungrouped conv1d of this shape goes to Winograd."""
     return (
-        kernel_size in KERNEL_SIZES
-        and MIN_CHANNELS <= in_channels <= MAX_IN_CHANNELS
-        and out_channels >= MIN_CHANNELS
+        kernel_size in KERNEL_SIZES and MIN_CHANNELS <= in_channels <= MAX_IN_CHANNELS and out_channels >= MIN_CHANNELS
     )
 
 
@@ -63,29 +59,21 @@ class _ToWinograd(PyExprMutator):
         if is_among(self.keep, call):
             return super().visit_call_(call)
         call = super().visit_call_(call)
-        if call.op != CALL_DPS_PACKED or not isinstance(call.args[0], relax.ExternFunc):
+        kernel = KernelCall.read(call)
+        if kernel is None or kernel.name != "conv1d" or kernel["stride"] != 1 or kernel["groups"] != 1:
             return call
-        if call.args[0].global_symbol != "kokoro_tvm_ext.conv1d" or not isinstance(call.args[1], relax.Tuple):
-            return call
-        args = list(call.args[1].fields)
-        prims, x, w, rest = args[:_N_PRIMS], args[_N_PRIMS], args[_N_PRIMS + 1], args[_N_PRIMS + 2:]
-        if int(prims[_STRIDE].value) != 1 or int(prims[_GROUPS].value) != 1:
-            return call
-        w = bound_constant(self, w)
+        w = bound_constant(self, kernel["w"])
         if w is None or str(w.value.dtype) != "float32":
             return call
         cout, cin, k = (int(d) for d in w.value.shape)
         if not worth_it(cout, cin, k):
             return call
-        packed = relax.const(self.pack(w.value))
-        fields = [*prims, relax.prim_value(k), x, packed, *rest]
-        return relax.op.call_dps_packed("kokoro_tvm_ext.conv1d_winograd", relax.Tuple(fields), out_ty=call.ty)
+        return kernel.to("conv1d_winograd", w=relax.const(self.pack(w.value)), kernel_size=k)
 
 
 @tvm.transform.module_pass(opt_level=0, name="PackWeightsWinograd")
-def PackWeightsWinograd(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-    updates = {gv: _ToWinograd(mod, upstream_of_cumsum(func)).visit_expr(func)
-               for gv, func in mod.functions_items() if isinstance(func, relax.Function)}
-    for gv, func in updates.items():
-        mod[gv] = func
-    return mod
+class PackWeightsWinograd:
+    """The f32 conv1d calls Winograd speeds up move to its kernel, weights transformed (see module doc)."""
+
+    def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        return map_functions(mod, lambda _gvar, func: _ToWinograd(mod, upstream_of_cumsum(func)).visit_expr(func))

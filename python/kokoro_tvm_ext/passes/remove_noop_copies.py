@@ -13,31 +13,20 @@ Each such binding is removed and its uses read the input instead. Shapes are
 compared with TVM's arithmetic analyzer, so ``s6*120 + 1`` equals
 ``1 + 120*s6``.
 """
+
 from __future__ import annotations
 
 import tvm
-from tvm.sym import Analyzer
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
+from tvm.sym import Analyzer
+
+from ._relax_utils import in_scope, map_functions, same_shape, shape_of
 
 RESHAPE = tvm.ir.Op.get("relax.reshape")
 BROADCAST_TO = tvm.ir.Op.get("relax.broadcast_to")
 PERMUTE_DIMS = tvm.ir.Op.get("relax.permute_dims")
 ASTYPE = tvm.ir.Op.get("relax.astype")
-
-
-def same_shape(a, b, analyzer: Analyzer) -> bool:
-    """Whether two shapes (lists of PrimExpr) are provably equal, dim by dim."""
-    if a is None or b is None or len(a) != len(b):
-        return False
-    return all(analyzer.can_prove_equal(x, y) for x, y in zip(a, b))
-
-
-def _shape(expr):
-    ty = expr.ty
-    if isinstance(ty, relax.TensorType) and ty.shape is not None and isinstance(ty.shape, relax.ShapeExpr):
-        return list(ty.shape.values)
-    return None
 
 
 def is_noop(call: relax.Call, analyzer: Analyzer) -> bool:
@@ -51,7 +40,7 @@ def is_noop(call: relax.Call, analyzer: Analyzer) -> bool:
     if str(x_ty.dtype) != str(out_ty.dtype):
         return False
     if call.op in (RESHAPE, BROADCAST_TO, ASTYPE):
-        return same_shape(_shape(x), _shape(call), analyzer)
+        return same_shape(shape_of(x), shape_of(call), analyzer)
     if call.op == PERMUTE_DIMS:
         axes = call.attrs.axes
         return axes is None or [int(a) for a in axes] == list(range(len(axes)))
@@ -80,9 +69,7 @@ class _Remover(PyExprMutator):
             call = self.builder_.normalize(call)
             source = call.args[0]
             # A plain var must not be replaced by a dataflow var (it would escape its block).
-            if is_noop(call, self.analyzer) and (
-                isinstance(binding.var, relax.DataflowVar) or not isinstance(source, relax.DataflowVar)
-            ):
+            if is_noop(call, self.analyzer) and in_scope(source, binding.var):
                 self.set_var_remap(binding.var, source)
                 return
         super().visit_var_binding_(binding)
@@ -96,17 +83,12 @@ class _Remover(PyExprMutator):
         if not (isinstance(inner, relax.Call) and inner.op == PERMUTE_DIMS and inner.attrs.axes is not None):
             return None
         # The inner input must be visible here: x from this block, or a plain var.
-        if isinstance(x, relax.DataflowVar) or not isinstance(inner.args[0], relax.DataflowVar):
-            return inner
-        return None
+        return inner if in_scope(inner.args[0], x) else None
 
 
 @tvm.transform.module_pass(opt_level=0, name="RemoveNoOpCopies")
-def RemoveNoOpCopies(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-    updates = {}
-    for gv, func in mod.functions_items():
-        if isinstance(func, relax.Function):
-            updates[gv] = _Remover(mod).visit_expr(func)
-    for gv, func in updates.items():
-        mod[gv] = func
-    return mod
+class RemoveNoOpCopies:
+    """Drop the reshapes, broadcasts, permutes and casts that provably change nothing (see module doc)."""
+
+    def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        return map_functions(mod, lambda _gvar, func: _Remover(mod).visit_expr(func))

@@ -6,12 +6,14 @@ kill the process with a bus error on first touch, and an altered library could
 run anything; both are refused with an error that names the file and says to
 compile again.
 """
+
 from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
 
+from ..errors import ArtifactCorruptError, ArtifactMissingError
 from ..file_hash import file_sha256, remembered_sha256
 from .weights import WEIGHTS
 
@@ -26,14 +28,6 @@ FILES = {LIBRARY: "library", WEIGHTS: "weights"}
 # 4 = weights lifted out of the library into weights.bin.
 FORMAT_VERSION = 4
 RECOMPILE_HINT = "compile again (`kokoro-tvm compile`, or delete it to let `kokoro-tvm say` rebuild it)"
-
-
-class MissingArtifactError(FileNotFoundError):
-    """The directory lacks ``meta.json`` or ``kokoro.so``."""
-
-
-class CorruptArtifactError(ValueError):
-    """The artifact's files are damaged, altered or of another format."""
 
 
 def write_meta(out_dir: Path, meta: dict) -> None:
@@ -58,23 +52,23 @@ def read_meta(out_dir: Path) -> dict:
     path = out_dir / META
     missing = [p.name for p in (path, *(out_dir / f for f in FILES)) if not p.is_file()]
     if missing:
-        raise MissingArtifactError(
+        raise ArtifactMissingError(
             f"no compiled Kokoro artifact in {out_dir} (missing {' and '.join(missing)}); "
             "create one with `kokoro-tvm compile` or kokoro_tvm_ext.compile_kokoro(model, out_dir)"
         )
     try:
         meta = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise CorruptArtifactError(f"{path} is corrupt ({err}); {RECOMPILE_HINT}") from err
+        raise ArtifactCorruptError(f"{path} is corrupt ({err}); {RECOMPILE_HINT}") from err
     if not isinstance(meta, dict) or meta.get("format_version") != FORMAT_VERSION:
         found = meta.get("format_version") if isinstance(meta, dict) else None
-        raise CorruptArtifactError(
+        raise ArtifactCorruptError(
             f"{path} has artifact format {found}, this kokoro-tvm-ext reads {FORMAT_VERSION}; {RECOMPILE_HINT}"
         )
     for name in FILES:
         expected, size = meta.get(_key(name, "bytes")), (out_dir / name).stat().st_size
         if size != expected:
-            raise CorruptArtifactError(
+            raise ArtifactCorruptError(
                 f"{out_dir / name} is {size} bytes but {META} records {expected}: the file is damaged or was "
                 f"cut short (an interrupted copy?); {RECOMPILE_HINT}"
             )
@@ -94,7 +88,7 @@ def verify_files(out_dir: Path, meta: dict) -> None:
         digest = remembered_sha256(out_dir / name, out_dir / f"{VERIFIED_STAMP}.{name}")
         recorded = str(meta.get(_key(name, "sha256")))
         if digest != recorded:
-            raise CorruptArtifactError(
+            raise ArtifactCorruptError(
                 f"{out_dir / name} does not match the sha256 in {META} (got {digest[:16]}..., recorded "
                 f"{recorded[:16]}...): the file was altered or damaged; {RECOMPILE_HINT}"
             )

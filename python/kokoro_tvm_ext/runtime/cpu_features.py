@@ -16,11 +16,14 @@ too: CPUs without it run PREFETCHW as a no-op. This CPU's features come from Lin
 ``/proc/cpuinfo``, which lists only what both the CPU and the kernel enable (e.g. a
 hypervisor that hides AVX-512 hides it there too).
 """
+
 from __future__ import annotations
 
 import hashlib
 import platform
 from pathlib import Path
+
+from ..errors import UnsupportedCPUError
 
 # LLVM feature name -> the flag Linux shows in /proc/cpuinfo, where the two differ.
 _CPUINFO_FLAG = {
@@ -43,15 +46,35 @@ _CPUINFO_FLAG = {
 # Features LLVM emits instructions for unasked whose /proc/cpuinfo flag has the same name
 # (GFNI: LLVM lowers byte shifts and bit reversal with it).
 _SAME_NAME = (
-    "mmx", "fxsr", "sse", "sse2", "ssse3", "cx8", "cx16", "cmov", "popcnt", "movbe",
-    "avx", "avx2", "fma", "f16c", "bmi2", "gfni", "sse4a", "fma4", "xop", "tbm",
-    "avx512f", "avx512dq", "avx512cd", "avx512bw", "avx512vl", "avx512ifma", "avx512vbmi",
+    "mmx",
+    "fxsr",
+    "sse",
+    "sse2",
+    "ssse3",
+    "cx8",
+    "cx16",
+    "cmov",
+    "popcnt",
+    "movbe",
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "bmi2",
+    "gfni",
+    "sse4a",
+    "fma4",
+    "xop",
+    "tbm",
+    "avx512f",
+    "avx512dq",
+    "avx512cd",
+    "avx512bw",
+    "avx512vl",
+    "avx512ifma",
+    "avx512vbmi",
 )
 CHECKED = {**{name: name for name in _SAME_NAME}, **_CPUINFO_FLAG}
-
-
-class UnsupportedCPUError(ValueError):
-    """An artifact was compiled for instructions this CPU does not have."""
 
 
 def target_features(target) -> list[str]:

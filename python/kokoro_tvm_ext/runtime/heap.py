@@ -6,6 +6,7 @@ long run of mixed input lengths RSS drifted up and down by ~10% (1151 MB after 1
 calls, 1279 after 400). ``malloc_trim(0)`` returns the free pages of every arena; it
 took 1-8 ms after a synthesis of 0.3-4 s. Elsewhere than glibc it is a no-op.
 """
+
 from __future__ import annotations
 
 import ctypes

@@ -1,4 +1,5 @@
 """``KokoroTVM``: synthesize speech from a compiled artifact. Needs numpy and TVM's runtime only."""
+
 from __future__ import annotations
 
 import threading
@@ -6,13 +7,15 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import ArtifactCorruptError, InvalidInputError
+from ..model_spec import BOUNDARY_ID, STYLE_DIM, add_boundary_ids, strip_boundary_ids
 from .artifact import LIBRARY, load_checked_meta
-from .weights import WEIGHTS, load_weights
-from .noise import make_noise
-from .threads import set_num_threads
 from .cpu_features import check_cpu
 from .heap import release_free_memory
+from .noise import make_noise
+from .threads import set_num_threads
 from .tvm_runtime import import_tvm
+from .weights import WEIGHTS, load_weights
 
 
 class KokoroTVM:
@@ -43,14 +46,14 @@ class KokoroTVM:
         from tvm.runtime.vm import VirtualMachine
 
         if allocator not in ("naive", "pooled"):
-            raise ValueError(f"allocator must be 'naive' or 'pooled', got {allocator!r}")
+            raise InvalidInputError(f"allocator must be 'naive' or 'pooled', got {allocator!r}")
         if num_threads is not None:
             set_num_threads(num_threads)
 
         self.out_dir = Path(out_dir)
         self.meta = load_checked_meta(self.out_dir)  # before dlopen: a damaged library would crash it
         if self.meta["tvm"] != tvm.__version__:
-            raise RuntimeError(
+            raise ArtifactCorruptError(
                 f"{self.out_dir} was compiled with TVM {self.meta['tvm']}, this is TVM {tvm.__version__}; compile again"
             )
         check_cpu(self.meta, self.out_dir)  # before any of its code can run
@@ -68,21 +71,26 @@ class KokoroTVM:
 
     # -- input checks -----------------------------------------------------------
     def _tokens(self, tokens) -> np.ndarray:
+        """The phoneme ids of one item, without boundary ids (they may be given or not)."""
         ids = np.asarray(tokens)
         if ids.ndim != 1:
-            raise ValueError(f"tokens must be a 1-D array of ids, got shape {ids.shape}")
-        if ids.size == 0 or (ids.size == 2 and not ids.any()):
-            raise ValueError("tokens is empty")
-        if not np.issubdtype(ids.dtype, np.integer):
+            raise InvalidInputError(f"tokens must be a 1-D array of ids, got shape {ids.shape}")
+        if ids.size and not np.issubdtype(ids.dtype, np.integer):
             raise TypeError(f"tokens must be integer ids, got dtype {ids.dtype}")
+        ids = strip_boundary_ids(ids)  # the length limit counts phoneme tokens only
+        if ids.size == 0:
+            raise InvalidInputError("tokens is empty")
         if ids.size > self.max_tokens:
-            raise ValueError(f"{ids.size} tokens is too long: at most {self.max_tokens} per call (split the text)")
-        if ids.size >= 2 and ids[0] == 0 and ids[-1] == 0:
-            ids = ids[1:-1]  # already wrapped in KModel's boundary ids
+            raise InvalidInputError(
+                f"{ids.size} tokens is too long: at most {self.max_tokens} per call (split the text)"
+            )
         n_token = int(self.meta["n_token"])
         bad = ids[(ids < 1) | (ids >= n_token)]
         if bad.size:
-            raise ValueError(f"token ids must be in 1..{n_token - 1} (0 is padding, added here); got {bad[:5].tolist()}")
+            raise InvalidInputError(
+                f"token ids must be in 1..{n_token - 1} ({BOUNDARY_ID} is the boundary id, added here); "
+                f"got {bad[:5].tolist()}"
+            )
         return ids.astype(np.int64)
 
     @staticmethod
@@ -90,17 +98,17 @@ class KokoroTVM:
         s = np.asarray(style)
         if s.dtype != np.float32:
             raise TypeError(f"style must be float32, got dtype {s.dtype}")
-        if s.size != 256 or s.reshape(-1).shape != (256,) or s.ndim > 2 or (s.ndim == 2 and s.shape[0] != 1):
-            raise ValueError(f"style must have shape [1, 256], got {list(s.shape)}")
+        if s.size != STYLE_DIM or s.ndim > 2 or (s.ndim == 2 and s.shape[0] != 1):
+            raise InvalidInputError(f"style must have shape [1, {STYLE_DIM}], got {list(s.shape)}")
         if not np.isfinite(s).all():
-            raise ValueError("style contains NaN or infinity")
-        return s.reshape(1, 256)
+            raise InvalidInputError("style contains NaN or infinity")
+        return s.reshape(1, STYLE_DIM)
 
     @staticmethod
     def _speed(speed) -> float:
         speed = float(speed)
         if not (0.1 <= speed <= 10.0):
-            raise ValueError(f"speed must be between 0.1 and 10, got {speed}")
+            raise InvalidInputError(f"speed must be between 0.1 and 10, got {speed}")
         return speed
 
     # -- synthesis ----------------------------------------------------------------
@@ -119,11 +127,11 @@ class KokoroTVM:
         checked before anything runs."""
         n = len(tokens_list)
         if n == 0:
-            raise ValueError("empty batch")
+            raise InvalidInputError("empty batch")
         speeds = [1.0] * n if speeds is None else list(speeds)
         seeds = [0] * n if noise_seeds is None else list(noise_seeds)
         if not (len(styles) == len(speeds) == len(seeds) == n):
-            raise ValueError("tokens_list, styles, speeds and noise_seeds must have the same length")
+            raise InvalidInputError("tokens_list, styles, speeds and noise_seeds must have the same length")
         ids = [self._tokens(t) for t in tokens_list]
         style = np.concatenate([self._style(s) for s in styles])
         speed = np.array([self._speed(s) for s in speeds], np.float32)
@@ -131,25 +139,33 @@ class KokoroTVM:
             group = slice(start, min(n, start + self.max_batch))
             aligned = self._text_stage(ids[group], style[group], speed[group])
             for b, (dur, en, asr) in enumerate(aligned, start):
-                noise = make_noise(en.shape[-1], seeds[b], harmonics=int(self.meta["harmonics"]),
-                                   samples_per_frame=int(self.meta["samples_per_frame"]), zero_noise=zero_noise)
-                (audio,) = self._run("audio_stage", en, asr, style[b : b + 1], noise["phase_noise"],
-                                     noise["sine_noise"])
+                noise = make_noise(
+                    en.shape[-1],
+                    seeds[b],
+                    harmonics=int(self.meta["harmonics"]),
+                    samples_per_frame=int(self.meta["samples_per_frame"]),
+                    zero_noise=zero_noise,
+                )
+                (audio,) = self._run(
+                    "audio_stage", en, asr, style[b : b + 1], noise["phase_noise"], noise["sine_noise"]
+                )
                 release_free_memory()  # the audio stage's buffers, sized by this item's frame count
                 yield audio.reshape(-1), dur
 
     def _text_stage(self, ids: list[np.ndarray], style: np.ndarray, speed: np.ndarray):
         """Durations and the duration-aligned features (en, asr) of each item, one batched call."""
-        lengths = np.array([len(t) + 2 for t in ids], np.int64)
-        padded = np.zeros((len(ids), int(lengths.max())), np.int64)
-        for b, t in enumerate(ids):
-            padded[b, 1 : len(t) + 1] = t  # boundary id 0 on both sides, then padding 0
+        wrapped = [add_boundary_ids(t) for t in ids]
+        lengths = np.array([len(w) for w in wrapped], np.int64)
+        padded = np.full((len(ids), int(lengths.max())), BOUNDARY_ID, np.int64)  # the boundary id pads too
+        for b, w in enumerate(wrapped):
+            padded[b, : len(w)] = w
         pred_dur, d, t_en = self._run("text_stage", padded, lengths, style, speed)
         aligned = []
         for b, length in enumerate(lengths):
             dur = pred_dur[b, :length].astype(np.int64)
             index = np.repeat(np.arange(length), dur)
-            aligned.append((dur, np.ascontiguousarray(d[b][index].T[None]), np.ascontiguousarray(t_en[b][:, index][None])))
+            en, asr = d[b][index].T[None], t_en[b][:, index][None]
+            aligned.append((dur, np.ascontiguousarray(en), np.ascontiguousarray(asr)))
         return aligned
 
     def _run(self, fn: str, *arrays):

@@ -1,11 +1,22 @@
 """SineGen's noise, drawn on the host with numpy (no torch at run time)."""
+
 from __future__ import annotations
 
 import numpy as np
 
+from ..model_spec import HARMONICS, SAMPLES_PER_FRAME
 
-def make_noise(num_frames: int, seed: int | None = 0, *, harmonics: int = 9, samples_per_frame: int = 600,
-               batch: int = 1, zero_noise: bool = False, dtype=np.float32) -> dict[str, np.ndarray]:
+
+def make_noise(
+    num_frames: int,
+    seed: int | None = 0,
+    *,
+    harmonics: int = HARMONICS,
+    samples_per_frame: int = SAMPLES_PER_FRAME,
+    batch: int = 1,
+    zero_noise: bool = False,
+    dtype=np.float32,
+) -> dict[str, np.ndarray]:
     """The decoder's noise inputs for ``num_frames`` frames.
 
     ``{"phase_noise": [B, H], "sine_noise": [B, H, F, S]}``: uniform [0, 1)

@@ -1,4 +1,5 @@
 """One thread count for TVM's parallel loops and the plugin's kernels."""
+
 from __future__ import annotations
 
 import os

@@ -8,6 +8,7 @@ once, when ``tvm`` is first imported, so the choice holds for the process:
 whoever imports TVM first decides (the compiler, the tests, a user's own code
 all get the full TVM, and the runtime uses that).
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -7,6 +7,7 @@ The runtime maps the file copy-on-write (it never writes to it) and hands TVM a
 zero-copy tensor per entry: pages are read from the page cache on first touch and
 shared by every process that runs the same artifact.
 """
+
 from __future__ import annotations
 
 import hashlib

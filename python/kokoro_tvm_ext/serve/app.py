@@ -5,6 +5,7 @@ Routes: ``POST /v1/audio/speech``, ``POST /dev/captioned_speech``, ``GET /v1/aud
 ready backend (see ``backends.py``); the model itself is only ever touched by the
 scheduler's worker thread.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -36,8 +37,9 @@ CREATED = 1735689600  # 2025-01-01, a fixed "created" for the model list
 CLIENT_CLOSED = 499  # nginx's status for a client that went away; nobody reads it, the log does
 
 
-def create_app(backend, *, voices: VoiceBook | None = None, limits: Limits | None = None,
-               max_batch: int = 4) -> FastAPI:
+def create_app(
+    backend, *, voices: VoiceBook | None = None, limits: Limits | None = None, max_batch: int = 4
+) -> FastAPI:
     limits = limits or Limits(max_tokens=backend.max_tokens)
     voices = voices or VoiceBook()
     vocab = load_config()["vocab"]
@@ -57,8 +59,9 @@ def create_app(backend, *, voices: VoiceBook | None = None, limits: Limits | Non
     errors.install(app)
 
     async def plan(req: SpeechRequest):
-        return await run_in_threadpool(plan_speech, req.input, req.voice, req.speed, req.lang_code, voices=voices,
-                                       vocab=vocab, limits=limits)
+        return await run_in_threadpool(
+            plan_speech, req.input, req.voice, req.speed, req.lang_code, voices=voices, vocab=vocab, limits=limits
+        )
 
     def disposition(fmt: str) -> dict:
         return {"Content-Disposition": f"attachment; filename=speech.{fmt}"}
@@ -78,10 +81,14 @@ def create_app(backend, *, voices: VoiceBook | None = None, limits: Limits | Non
         stream = ChunkStream(scheduler, p.pieces)
         fmt = req.response_format
         if req.stream:
-            return StreamingResponse(audio_chunks(stream, fmt, sample_rate), media_type=content_type(fmt),
-                                     headers=disposition(fmt))
-        return await whole(request, audio_whole(stream, fmt, sample_rate),
-                           lambda body: Response(body, media_type=content_type(fmt), headers=disposition(fmt)))
+            return StreamingResponse(
+                audio_chunks(stream, fmt, sample_rate), media_type=content_type(fmt), headers=disposition(fmt)
+            )
+        return await whole(
+            request,
+            audio_whole(stream, fmt, sample_rate),
+            lambda body: Response(body, media_type=content_type(fmt), headers=disposition(fmt)),
+        )
 
     @app.post("/dev/captioned_speech")
     async def captioned_speech(req: CaptionedSpeechRequest, request: Request):
@@ -91,9 +98,11 @@ def create_app(backend, *, voices: VoiceBook | None = None, limits: Limits | Non
         if req.stream:
             return StreamingResponse(
                 captioned_lines(stream, p.chunks, fmt, sample_rate, vocab, req.return_timestamps),
-                media_type="application/x-ndjson")
-        return await whole(request, captioned_whole(stream, p.chunks, fmt, sample_rate, vocab, req.return_timestamps),
-                           JSONResponse)
+                media_type="application/x-ndjson",
+            )
+        return await whole(
+            request, captioned_whole(stream, p.chunks, fmt, sample_rate, vocab, req.return_timestamps), JSONResponse
+        )
 
     @app.get("/v1/audio/voices")
     async def list_voices():
@@ -109,8 +118,12 @@ def create_app(backend, *, voices: VoiceBook | None = None, limits: Limits | Non
     @app.get("/v1/models/{model}")
     async def get_model(model: str):
         if model not in MODELS:
-            raise ApiError(404, f"model {model!r} not found; this server has {', '.join(MODELS)}",
-                           param="model", code="model_not_found")
+            raise ApiError(
+                404,
+                f"model {model!r} not found; this server has {', '.join(MODELS)}",
+                param="model",
+                code="model_not_found",
+            )
         return model_entry(model)
 
     @app.get("/health")

@@ -4,9 +4,12 @@ Both take a batch of chunks and yield one ``(audio float32, durations int64)`` p
 chunk, in order, each as soon as it is ready; durations in frames per token id
 including both boundary ids. Only the scheduler's worker thread calls ``iter_batch``.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
+
+from ..model_spec import MAX_TOKENS, SAMPLE_RATE
 
 
 class TvmBackend:
@@ -36,8 +39,8 @@ class TorchBackend:
         if num_threads is not None:
             torch.set_num_threads(num_threads)
         self.model = load_model(weights)
-        self.sample_rate = 24000
-        self.max_tokens = 510
+        self.sample_rate = SAMPLE_RATE
+        self.max_tokens = MAX_TOKENS
 
     def iter_batch(self, tokens_list, styles, speeds, seeds):
         from ..kokoro.reference import reference

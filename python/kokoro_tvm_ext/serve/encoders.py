@@ -9,6 +9,7 @@ header then carries the "unknown length" sizes that players read as "until the e
 Samples are converted to 16-bit once, here, the same way for every format, so a
 stream and a one-shot response of the same audio carry the same samples.
 """
+
 from __future__ import annotations
 
 import io

@@ -1,8 +1,11 @@
 """Errors in OpenAI's JSON shape: ``{"error": {"message", "type", "param", "code"}}``.
 
-Bad input is a 4xx with a message naming the problem and the fix; anything else is a
-500 ``server_error`` (logged with its traceback). No error stops the server.
+Bad input is a 4xx with a message naming the problem and the fix. The package's own
+errors (``kokoro_tvm_ext.errors``) answer with their class's ``http_status`` (a missing or
+damaged asset is a 503); anything else is a 500 ``server_error`` logged with its
+traceback. No error stops the server.
 """
+
 from __future__ import annotations
 
 import logging
@@ -12,20 +15,41 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from ..errors import InvalidInputError, InvalidVoiceError, KokoroError, UnknownVoiceError
+
 log = logging.getLogger("kokoro_tvm_ext.serve")
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, message: str, *, param: str | None = None, code: str | None = None,
-                 type: str = "invalid_request_error"):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        type: str = "invalid_request_error",
+    ):
         super().__init__(message)
         self.status, self.message, self.param, self.code, self.type = status, message, param, code, type
 
 
-def error_response(status: int, message: str, *, type: str = "invalid_request_error", param=None,
-                   code=None) -> JSONResponse:
+def error_response(
+    status: int, message: str, *, type: str = "invalid_request_error", param=None, code=None
+) -> JSONResponse:
     body = {"error": {"message": message, "type": type, "param": param, "code": code}}
     return JSONResponse(body, status_code=status)
+
+
+# OpenAI's error ``code`` for our error classes: the entry of the nearest class in the MRO.
+_CODES = {UnknownVoiceError: "voice_not_found", InvalidVoiceError: "invalid_voice", InvalidInputError: "invalid_value"}
+
+
+def kokoro_error_response(exc: KokoroError) -> JSONResponse:
+    """The answer to one of our errors, by its class: its ``http_status``, and its request field if known."""
+    code = next((_CODES[cls] for cls in type(exc).__mro__ if cls in _CODES), None)
+    kind = "invalid_request_error" if exc.http_status < 500 else "server_error"
+    return error_response(exc.http_status, str(exc), type=kind, param=exc.param, code=code)
 
 
 def _validation_message(err: dict) -> tuple[str, str | None]:
@@ -43,6 +67,12 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError):
         return error_response(exc.status, exc.message, type=exc.type, param=exc.param, code=exc.code)
+
+    @app.exception_handler(KokoroError)
+    async def _ours(request: Request, exc: KokoroError):
+        if exc.http_status >= 500:  # the install's or the server's problem, not the request's
+            log.error("%s %s: %s: %s", request.method, request.url.path, type(exc).__name__, exc)
+        return kokoro_error_response(exc)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):

@@ -4,6 +4,7 @@ Kokoro voices carry their language in the first letter of their name (``a`` US
 English, ``b`` British English, ``j`` Japanese, ...), as Kokoro-FastAPI reads it;
 ``lang_code`` overrides it. Both go through the assets package, which owns the languages.
 """
+
 from __future__ import annotations
 
 

@@ -1,4 +1,5 @@
 """The request bodies of the speech endpoints (Kokoro-FastAPI's and OpenAI's field names)."""
+
 from __future__ import annotations
 
 from typing import Literal

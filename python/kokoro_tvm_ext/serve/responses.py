@@ -5,6 +5,7 @@ The generators cancel the job when they stop early (the client disconnected), so
 its remaining chunks are never synthesized. A whole (``stream=false``) body has no
 generator for the server to stop, so ``unless_disconnected`` watches the client.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -107,9 +108,13 @@ async def captioned_chunks(stream: ChunkStream, chunks, fmt: str, sample_rate: i
                 data += await run_in_threadpool(encoder.finish)
             times = []
             if timestamps:
-                times = [t.as_json() for t in word_timings(chunks[index].words, durations, vocab,
-                                                          offset_seconds=offset, sample_rate=sample_rate)
-                         if t.word]
+                times = [
+                    t.as_json()
+                    for t in word_timings(
+                        chunks[index].words, durations, vocab, offset_seconds=offset, sample_rate=sample_rate
+                    )
+                    if t.word
+                ]
             offset += len(audio) / sample_rate
             yield data, times
     finally:
@@ -119,8 +124,11 @@ async def captioned_chunks(stream: ChunkStream, chunks, fmt: str, sample_rate: i
 async def captioned_lines(stream, chunks, fmt, sample_rate, vocab, timestamps: bool):
     """Newline-delimited JSON, one object per chunk."""
     async for data, times in captioned_chunks(stream, chunks, fmt, sample_rate, vocab, timestamps):
-        body = {"audio": base64.b64encode(data).decode(), "audio_format": fmt,
-                "timestamps": times if timestamps else None}
+        body = {
+            "audio": base64.b64encode(data).decode(),
+            "audio_format": fmt,
+            "timestamps": times if timestamps else None,
+        }
         yield json.dumps(body) + "\n"
 
 
@@ -129,5 +137,8 @@ async def captioned_whole(stream, chunks, fmt, sample_rate, vocab, timestamps: b
     async for data, chunk_times in captioned_chunks(stream, chunks, fmt, sample_rate, vocab, timestamps):
         parts.append(data)
         times += chunk_times
-    return {"audio": base64.b64encode(b"".join(parts)).decode(), "audio_format": fmt,
-            "timestamps": times if timestamps else None}
+    return {
+        "audio": base64.b64encode(b"".join(parts)).decode(),
+        "audio_format": fmt,
+        "timestamps": times if timestamps else None,
+    }

@@ -20,6 +20,7 @@ arriving meanwhile by several sentences, for a text stage worth ~6% of a chunk's
 job's ``deliver`` callback (called on the worker thread). ``cancel`` drops a job's remaining chunks, e.g. when
 its client disconnects; ``stats`` counts what was done and what was cancelled.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -76,8 +77,15 @@ class Scheduler:
         self._cv = threading.Condition()
         self._seq = itertools.count()
         self._stopping = False
-        self.stats = {"requests": 0, "requests_done": 0, "requests_cancelled": 0, "chunks_done": 0,
-                      "chunks_cancelled": 0, "batches": 0, "errors": 0}
+        self.stats = {
+            "requests": 0,
+            "requests_done": 0,
+            "requests_cancelled": 0,
+            "chunks_done": 0,
+            "chunks_cancelled": 0,
+            "batches": 0,
+            "errors": 0,
+        }
         self._thread = threading.Thread(target=self._loop, name="kokoro-scheduler", daemon=True)
         self._thread.start()
 
@@ -160,8 +168,11 @@ class Scheduler:
             done = 0
             try:
                 results = self.backend.iter_batch(
-                    [p.tokens for p in pieces], [p.style for p in pieces], [p.speed for p in pieces],
-                    [p.seed for p in pieces])
+                    [p.tokens for p in pieces],
+                    [p.style for p in pieces],
+                    [p.speed for p in pieces],
+                    [p.seed for p in pieces],
+                )
                 for job, result in zip(batch, results):
                     self._chunk_done(job, result)
                     done += 1

@@ -1,4 +1,5 @@
 """Voices for the server: the listing, blend syntax, close-match hints, and a small pack cache."""
+
 from __future__ import annotations
 
 import difflib
@@ -7,11 +8,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-
-class UnknownVoice(ValueError):
-    def __init__(self, message: str, names: list[str]):
-        super().__init__(message)
-        self.names = names
+from ..errors import UnknownVoiceError
 
 
 def blend_names(spec: str) -> list[str]:
@@ -35,19 +32,26 @@ class VoiceBook:
     def listing(self) -> list[dict]:
         from ..assets.g2p.languages import BY_CODE
 
-        return [{"id": v.name, "name": v.name,
-                 "language": BY_CODE[v.language].tag if v.language in BY_CODE else None,
-                 "gender": v.gender if v.gender != "?" else None} for v in self.voices]
+        return [
+            {
+                "id": v.name,
+                "name": v.name,
+                "language": BY_CODE[v.language].tag if v.language in BY_CODE else None,
+                "gender": v.gender if v.gender != "?" else None,
+            }
+            for v in self.voices
+        ]
 
     def check(self, spec: str) -> list[str]:
-        """The names in a spec; UnknownVoice naming close matches, ValueError for bad syntax."""
+        """The names in a spec; UnknownVoiceError naming close matches, InvalidVoiceError for bad syntax."""
         names = blend_names(spec)
         for name in names:
             if name not in self.names:
                 close = difflib.get_close_matches(name, self.names, n=3, cutoff=0.5)
                 hint = f"; did you mean {', '.join(close)}?" if close else ""
-                raise UnknownVoice(f"unknown voice {name!r}{hint} (GET /v1/audio/voices lists all "
-                                   f"{len(self.names)})", close)
+                raise UnknownVoiceError(
+                    f"unknown voice {name!r}{hint} (GET /v1/audio/voices lists all {len(self.names)})"
+                )
         return names
 
     def pack(self, spec: str) -> np.ndarray:

@@ -14,21 +14,39 @@ phonemes match KPipeline's. Text is read paragraph by paragraph (blank lines); a
 newline is a space; paragraphs are joined by a space. Whitespace in the phoneme string is
 collapsed to single spaces.
 """
+
 from __future__ import annotations
 
 import re
 import warnings
 
+from ...errors import InvalidInputError
+from ...model_spec import MAX_TOKENS
 from .chunking import chunk_phonemes
 from .english import english_g2p
 from .languages import LANGUAGES, Language, known_languages_text, language, resolve_lang
-from .tokens import MAX_TOKENS, UnknownPhonemeWarning, count_tokens, default_vocab, tokenize
+from .tokens import UnknownPhonemeWarning, count_tokens, default_vocab, tokenize
 from .words import Word, concat_paragraphs, join_words
 
 __all__ = [
-    "LANGUAGES", "MAX_TOKENS", "Language", "LanguageMismatchWarning", "UnknownPhonemeWarning", "Word",
-    "chunk_phonemes", "chunk_text", "count_tokens", "default_vocab", "english_g2p", "join_words",
-    "known_languages_text", "language", "phonemize", "phonemize_words", "resolve_lang", "tokenize",
+    "LANGUAGES",
+    "MAX_TOKENS",
+    "Language",
+    "LanguageMismatchWarning",
+    "UnknownPhonemeWarning",
+    "Word",
+    "chunk_phonemes",
+    "chunk_text",
+    "count_tokens",
+    "default_vocab",
+    "english_g2p",
+    "join_words",
+    "known_languages_text",
+    "language",
+    "phonemize",
+    "phonemize_words",
+    "resolve_lang",
+    "tokenize",
 ]
 
 
@@ -50,7 +68,7 @@ def _check_text(text: str) -> None:
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     if not text.strip():
-        raise ValueError("text is empty")
+        raise InvalidInputError("text is empty")
 
 
 def _paragraphs(text: str) -> list[str]:
@@ -102,21 +120,22 @@ def phonemize_words(text: str, lang: str = "a") -> list[Word]:
 
 
 def phonemize(text: str, lang: str = "a") -> str:
-    """Text -> one Kokoro phoneme string (paragraphs joined by a space). Raises ValueError for
+    """Text -> one Kokoro phoneme string (paragraphs joined by a space). Raises InvalidInputError for
     empty text or an unknown language."""
     return join_words(phonemize_words(text, lang)).strip()
 
 
-def chunk_text(text: str, vocab: dict[str, int] | None = None, max_tokens: int = MAX_TOKENS,
-               lang: str = "a") -> list[str]:
+def chunk_text(
+    text: str, vocab: dict[str, int] | None = None, max_tokens: int = MAX_TOKENS, lang: str = "a"
+) -> list[str]:
     """Text -> phoneme chunks of at most ``max_tokens`` tokens: paragraphs are hard boundaries,
-    then sentences are packed greedily (see :mod:`.chunking`). Raises ``ValueError("text is
-    empty")`` for empty text, and ValueError when nothing in it can be pronounced."""
+    then sentences are packed greedily (see :mod:`.chunking`). Raises ``InvalidInputError("text is
+    empty")`` for empty text, and InvalidInputError when nothing in it can be pronounced."""
     chunks: list[str] = []
     for words in _words_by_paragraph(text, lang):
         chunks.extend(chunk_phonemes(join_words(words).strip(), vocab, max_tokens))
     if not chunks:
-        raise ValueError(
+        raise InvalidInputError(
             f"text has nothing to pronounce in {language(lang).name}: {text[:40]!r} "
             "(is it in another language? choose one with --lang or a voice of that language)"
         )

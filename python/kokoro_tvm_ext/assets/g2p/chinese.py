@@ -8,6 +8,7 @@ is not Han passes through unchanged. jieba and pypinyin ship their dictionaries 
 wheels. The Words here are those jieba words (after the numeral conversion, so ``2024``
 becomes the Word ``二零二四``), and the punctuation marks.
 """
+
 from __future__ import annotations
 
 import re
@@ -40,9 +41,11 @@ def paragraph_words(paragraph: str) -> list[Word]:
         text = zh.map_punctuation(cn2an.transform(paragraph, "an2cn"))
         pieces: list[tuple[str, str, bool]] = []
         for segment in _HAN.findall(text):
-            if "\u4E00" <= segment[0] <= "\u9FFF":
+            if "\u4e00" <= segment[0] <= "\u9fff":
                 words = jieba.lcut(segment, cut_all=False)
-                pieces.extend((w, zh.word2ipa(w).replace(chr(815), ""), i < len(words) - 1) for i, w in enumerate(words))
+                pieces.extend(
+                    (w, zh.word2ipa(w).replace(chr(815), ""), i < len(words) - 1) for i, w in enumerate(words)
+                )
                 continue
             for part in re.findall(r"\s+|\w+|[^\w\s]", segment):  # passes through as written
                 if part.isspace():

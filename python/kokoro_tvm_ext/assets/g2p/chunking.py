@@ -7,11 +7,14 @@ paragraph by paragraph (blank lines), always a hard boundary, then uses it; insi
 whole sentences are packed greedily up to 510 tokens, a sentence that is too long splits at
 clause punctuation, then at spaces, and as a last resort between characters.
 """
+
 from __future__ import annotations
 
 import re
 
-from .tokens import MAX_TOKENS, count_tokens, default_vocab
+from ...errors import InvalidInputError
+from ...model_spec import MAX_TOKENS
+from .tokens import count_tokens, default_vocab
 
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|(?<=[.!?…][\"”’)\]])\s+")
 _CLAUSE_END = re.compile(r"(?<=[,;:—])\s+|\s+(?=—)")
@@ -34,7 +37,7 @@ def chunk_phonemes(phonemes: str, vocab: dict[str, int] | None = None, max_token
     punctuation, then spaces, then between characters, and its pieces are not merged with
     neighbouring sentences. Chunks with no tokens at all are dropped."""
     if max_tokens < 1:
-        raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+        raise InvalidInputError(f"max_tokens must be positive, got {max_tokens}")
     vocab = vocab if vocab is not None else default_vocab()
 
     def fits(s: str) -> bool:

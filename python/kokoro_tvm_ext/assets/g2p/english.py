@@ -12,6 +12,7 @@ Out-of-vocabulary words go to espeak-ng (bundled by ``espeakng_loader``) through
 Words come from misaki's own tokens (text, phonemes, whitespace), exactly as KPipeline
 joins them into a chunk's phoneme string.
 """
+
 from __future__ import annotations
 
 import re
@@ -25,16 +26,39 @@ from .words import Word, words_from_pieces
 # Rule-based tagging for spaCy's blank English pipeline
 
 _PUNCT_TAGS = {
-    ".": ".", "!": ".", "?": ".", ",": ",", ";": ":", ":": ":", "-": ":", "–": ":", "—": ":", "--": ":",
-    "…": ":", "...": ":", "(": "-LRB-", "[": "-LRB-", "{": "-LRB-", ")": "-RRB-", "]": "-RRB-", "}": "-RRB-",
-    "“": "``", "‘": "``", "”": "''", "’": "''", "#": "#", "$": "$", "£": "$", "€": "$",
+    ".": ".",
+    "!": ".",
+    "?": ".",
+    ",": ",",
+    ";": ":",
+    ":": ":",
+    "-": ":",
+    "–": ":",
+    "—": ":",
+    "--": ":",
+    "…": ":",
+    "...": ":",
+    "(": "-LRB-",
+    "[": "-LRB-",
+    "{": "-LRB-",
+    ")": "-RRB-",
+    "]": "-RRB-",
+    "}": "-RRB-",
+    "“": "``",
+    "‘": "``",
+    "”": "''",
+    "’": "''",
+    "#": "#",
+    "$": "$",
+    "£": "$",
+    "€": "$",
 }
 _CLOSED_CLASS = {
     "DT": "a an the this these those every each some any no another all both either neither",
     "PRP": "i you he she it we they me him us them myself yourself himself herself itself ourselves themselves",
     "PRP$": "my your his its our their",
     "IN": "of in on at by for with from about as into like through after over between against during without "
-          "before under around among because if while than upon within since until although though whether",
+    "before under around among because if while than upon within since until although though whether",
     "TO": "to",
     "CC": "and or but nor",
     "MD": "can could will would shall should may might must",
@@ -89,7 +113,11 @@ def _tag_token(tok, prev_tag: str | None, prev_lower: str | None, sentence_start
     if lower.endswith("ing") and len(lower) > 4:
         return "VBG"
     if lower.endswith("ed") and len(lower) > 3:
-        return "VBN" if prev_tag in ("VBZ", "VBP", "VBD") and prev_lower in ("has", "have", "had", "is", "are", "was", "were") else "VBD"
+        return (
+            "VBN"
+            if prev_tag in ("VBZ", "VBP", "VBD") and prev_lower in ("has", "have", "had", "is", "are", "was", "were")
+            else "VBD"
+        )
     if lower.endswith("ly") and len(lower) > 3:
         return "RB"
     if text.isupper() and len(text) > 1:

@@ -12,6 +12,7 @@ several (``1234``), pieces are assigned to written words by a monotone alignment
 compares each written word's own espeak reading with runs of pieces. Either way the Words
 are cut from the paragraph's output, so their joined phonemes are that output exactly.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -87,7 +88,7 @@ def _align(voice: str, written: list[str], spoken: list[str]) -> list[list[int]]
             for k in range(0, min(span, j) + 1):  # word i takes pieces j-k .. j-1
                 if cost[i - 1][j - k] == inf:
                     continue
-                c = cost[i - 1][j - k] + _distance(own[i - 1], " ".join(spoken[j - k:j]))
+                c = cost[i - 1][j - k] + _distance(own[i - 1], " ".join(spoken[j - k : j]))
                 if c < cost[i][j]:
                     cost[i][j], back[i][j] = c, k
     if cost[n][m] == inf:  # more pieces than words can take: give the rest to the last word

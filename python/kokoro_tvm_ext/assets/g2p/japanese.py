@@ -11,6 +11,7 @@ Numbers are read by Cutlet's own kana converter (``3`` -> さん); those Words' 
 reading. Words are Cutlet's (MeCab words merged by its word list), with the spacing Cutlet
 applies between them.
 """
+
 from __future__ import annotations
 
 import re
@@ -70,14 +71,22 @@ def _sentence_words(paragraph: str) -> list[Word]:
     with _lock:  # MeCab's tagger is not thread-safe
         expected, _ = reader(paragraph)
         normalized = reader._normalize_text(paragraph)
-        nodes = [CutletWord(n.surface, jaconv.kata2hira(n.feature.pron or n.feature.kana or n.surface),
-                            6 if n.char_type == 7 or not n.is_unk else n.char_type) for n in reader.tagger(normalized)]
+        nodes = [
+            CutletWord(
+                n.surface,
+                jaconv.kata2hira(n.feature.pron or n.feature.kana or n.surface),
+                6 if n.char_type == 7 or not n.is_unk else n.char_type,
+            )
+            for n in reader.tagger(normalized)
+        ]
         tokens = reader._romaji_tokens(nodes)
     groups = _groups(nodes)
     if len(groups) != len(tokens):  # Cutlet changed its grouping: keep the phonemes exact, words coarse
         return [Word(paragraph, expected, False)] if expected else []
-    pieces = [("".join(w.surface for w in g), tok.surface.replace("(", "«").replace(")", "»"), tok.space)
-              for g, tok in zip(groups, tokens)]
+    pieces = [
+        ("".join(w.surface for w in g), tok.surface.replace("(", "«").replace(")", "»"), tok.space)
+        for g, tok in zip(groups, tokens)
+    ]
     words = words_from_pieces(pieces)
     # Cutlet glues the glottal stop ʔ (small っ) to its neighbours; drop those spaces.
     joined, ends = "", []

@@ -5,10 +5,13 @@ every voice name (``af_heart`` is American English, ``zf_xiaobei`` Mandarin). Th
 the ones Kokoro users type (``en-us``, ``pt-br``, ...): KPipeline's own plus ``fr`` and
 ``en``/``pt``/``zh-cn``/``cmn`` shorthands.
 """
+
 from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
+
+from ...errors import InvalidInputError
 
 
 @dataclass(frozen=True)
@@ -45,13 +48,13 @@ def known_languages_text() -> str:
 
 def resolve_lang(lang: str) -> str:
     """A one-letter code or an alias (any case, ``_`` or ``-``) -> the one-letter code.
-    Raises ValueError naming the known languages."""
+    Raises InvalidInputError naming the known languages."""
     key = lang.strip().lower().replace("_", "-") if isinstance(lang, str) else None
     if key in _LOOKUP:
         return _LOOKUP[key].code
     close = difflib.get_close_matches(key or "", list(_LOOKUP), n=3, cutoff=0.5)
     hint = f" (did you mean {', '.join(close)}?)" if close else ""
-    raise ValueError(f"unknown language {lang!r}{hint}; known languages: {known_languages_text()}")
+    raise InvalidInputError(f"unknown language {lang!r}{hint}; known languages: {known_languages_text()}")
 
 
 def language(lang: str) -> Language:

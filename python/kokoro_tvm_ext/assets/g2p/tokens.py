@@ -1,10 +1,9 @@
 """Phonemes -> Kokoro token ids, and counting tokens against the 510-token context."""
+
 from __future__ import annotations
 
 import warnings
 from functools import lru_cache
-
-MAX_TOKENS = 510  # 512 positions minus the two boundary pads
 
 
 class UnknownPhonemeWarning(UserWarning):
@@ -42,5 +41,3 @@ def tokenize(phonemes: str, vocab: dict[str, int] | None = None) -> list[int]:
             stacklevel=2,
         )
     return ids
-
-

@@ -5,10 +5,11 @@ A chunk's phoneme string is the words' phonemes joined, each followed by one spa
 Every G2P here produces its phoneme string *through* its words, so
 ``join_words(words).strip() == phonemize(text, lang)`` holds by construction.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 
 @dataclass(frozen=True)

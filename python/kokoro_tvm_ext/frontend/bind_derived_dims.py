@@ -20,6 +20,7 @@ does. Functions whose variables are all defined are returned as they are, and
 expressions that are not linear in a single unknown are left alone (the build
 then reports VMShapeLower's error as before).
 """
+
 from __future__ import annotations
 
 import tvm
@@ -126,8 +127,9 @@ def bind_derived_dims(func: relax.Function) -> relax.Function:
         value = [tirx.floordiv(fresh[(p, d)] - base, coeff)]
         computed = relax.Var(f"{var.name}_value", relax.ShapeType(value))
         bindings.append(relax.VarBinding(computed, relax.ShapeExpr(value)))
-        bindings.append(relax.MatchCast(relax.Var(f"{var.name}_shape", relax.ShapeType([var])),
-                                        computed, relax.ShapeType([var])))
+        bindings.append(
+            relax.MatchCast(relax.Var(f"{var.name}_shape", relax.ShapeType([var])), computed, relax.ShapeType([var]))
+        )
     for old, new in zip(func.params, params):
         if not old.same_as(new):
             bindings.append(relax.MatchCast(old, new, old.ty))
@@ -138,20 +140,22 @@ def bind_derived_dims(func: relax.Function) -> relax.Function:
 
 
 @tvm.transform.module_pass(opt_level=0, name="BindDerivedInputDims")
-def BindDerivedInputDims(mod: tvm.IRModule, _ctx) -> tvm.IRModule:  # noqa: N802  (a pass, named like TVM's)
-    """Apply :func:`bind_derived_dims` to every Relax function of ``mod``."""
-    updates = {}
-    for gv, func in mod.functions_items():
-        if isinstance(func, relax.Function):
-            new = bind_derived_dims(func)
-            if not new.same_as(func):
-                updates[gv] = new
-    if not updates:
-        return mod
-    mod = mod.clone() if hasattr(mod, "clone") else tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
-    for gv, func in updates.items():
-        mod[gv] = func
-    return relax.transform.Normalize()(mod)  # types the new SeqExprs
+class BindDerivedInputDims:
+    """Apply :func:`bind_derived_dims` to every Relax function; the module itself when none changes."""
+
+    def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        updates = {}
+        for gv, func in mod.functions_items():
+            if isinstance(func, relax.Function):
+                new = bind_derived_dims(func)
+                if not new.same_as(func):
+                    updates[gv] = new
+        if not updates:
+            return mod
+        mod = mod.clone()
+        for gv, func in updates.items():
+            mod[gv] = func
+        return relax.transform.Normalize()(mod)  # types the new SeqExprs
 
 
 __all__ = ["BindDerivedInputDims", "bind_derived_dims"]

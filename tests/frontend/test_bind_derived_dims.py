@@ -1,4 +1,5 @@
 """BindDerivedInputDims: inputs whose dims are only derived (2*T, 2*T + 1) build and match torch."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -6,9 +7,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import kokoro_tvm_ext  # noqa: E402
-from kokoro_tvm_ext.passes.bind_derived_dims import BindDerivedInputDims  # noqa: E402
 from tvm_build import build_vm, run_vm  # noqa: E402
+
+import kokoro_tvm_ext  # noqa: E402
+from kokoro_tvm_ext.frontend.bind_derived_dims import BindDerivedInputDims  # noqa: E402
 
 T = torch.export.Dim("T", min=2, max=64)
 
@@ -64,4 +66,4 @@ def test_no_op_when_every_dim_is_bound():
     example = (torch.randn(1, 5), torch.randn(1, 10))
     ep = torch.export.export(Both(), example, dynamic_shapes=({1: T}, {1: 2 * T}))
     mod = kokoro_tvm_ext.from_exported_program(ep)
-    assert BindDerivedInputDims(mod).same_as(mod)
+    assert BindDerivedInputDims()(mod).same_as(mod)

@@ -1,0 +1,101 @@
+"""The driver: which chapters are left, their units to an executor, finished chapters to the store.
+
+An executor takes units and yields each one's ``UnitAudio`` as it is done, in any
+order: ``LocalExecutor`` here (one process), ``ray_backend.RayExecutor`` (a cluster).
+Results are keyed by (chapter, unit): a unit that comes back twice (a retried task)
+counts once, and a chapter is assembled only when every one of its units is in.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from .output import ChapterAudio
+from .plan import UNIT_CHARS, Unit, chapter_units
+from .render import UnitAudio, Voice, render_unit
+from .resume import ChapterStore
+from .sources import Chapter
+
+
+class LocalExecutor:
+    """Every unit in this process, on one loaded artifact."""
+
+    def __init__(self, runtime):
+        self.runtime = runtime
+
+    def run(self, units: list[Unit], voice: Voice, vocab: dict[str, int]):
+        for unit in units:
+            yield render_unit(self.runtime, unit, voice, vocab)
+
+    def close(self) -> None:
+        pass
+
+
+def _assemble(title: str, parts: list[UnitAudio], sample_rate: int) -> ChapterAudio:
+    samples, timings, offset = [], [], 0
+    for part in parts:
+        seconds = offset / sample_rate
+        timings += [(w, s + seconds, e + seconds, space) for w, s, e, space in part.timings]
+        samples.append(part.samples)
+        offset += len(part.samples)
+    return ChapterAudio(title, np.concatenate(samples) if samples else np.zeros(0, np.int16), timings)
+
+
+def _progress(total_chars: int, done_chapters: int, chapters: int, quiet: bool):
+    from tqdm import tqdm
+
+    return tqdm(
+        total=total_chars,
+        unit="char",
+        unit_scale=True,
+        file=sys.stderr,
+        disable=quiet,
+        desc=f"book ({done_chapters}/{chapters} chapters kept)" if done_chapters else "book",
+        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} chars [{elapsed}<{remaining}]",
+    )
+
+
+def speak_book(
+    chapters: list[Chapter],
+    executor,
+    voice: Voice,
+    vocab: dict[str, int],
+    sample_rate: int,
+    store: ChapterStore,
+    *,
+    quiet: bool = False,
+    unit_chars: int = UNIT_CHARS,
+) -> list[ChapterAudio]:
+    """Every chapter's audio, reusing the ones ``store`` holds and saving each new one as soon as it is whole."""
+    finished: dict[int, ChapterAudio] = {}
+    units: list[Unit] = []
+    expected: dict[int, int] = {}
+    for i, chapter in enumerate(chapters):
+        kept = store.load(i, chapter)
+        if kept is not None:
+            finished[i] = ChapterAudio(chapter.title, *kept)
+            continue
+        mine = chapter_units(chapter, i, unit_chars)
+        expected[i] = len(mine)
+        units += mine
+    chars = {u.key: u.chars for u in units}
+    received: dict[int, dict[int, UnitAudio]] = {i: {} for i in expected}
+    with _progress(sum(chars.values()), len(finished), len(chapters), quiet) as bar:
+        for result in executor.run(units, voice, vocab):
+            ch, index = result.key
+            if ch not in received or index in received[ch]:
+                continue  # a duplicate of a unit already in
+            received[ch][index] = result
+            bar.update(chars[result.key])
+            if len(received[ch]) == expected[ch]:
+                parts = [received[ch][k] for k in range(expected[ch])]
+                audio = _assemble(chapters[ch].title, parts, sample_rate)
+                store.save(ch, chapters[ch], audio.samples, audio.timings)
+                finished[ch] = audio
+                del received[ch]
+    missing = sorted(set(range(len(chapters))) - set(finished))
+    if missing:
+        raise RuntimeError(f"book: the executor returned no audio for chapters {missing[:10]}")
+    return [finished[i] for i in range(len(chapters))]

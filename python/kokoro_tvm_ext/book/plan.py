@@ -1,0 +1,58 @@
+"""Chapters -> units of work, and each chunk's noise seed.
+
+A unit is a run of whole paragraphs of one chapter (about ``max_chars`` characters),
+the piece one worker speaks in one go: its own G2P, chunking and one batched
+synthesis. Units depend only on the text, and a chunk's seed only on (base seed,
+chapter, unit, chunk), never on which worker runs it or when, so one process and a
+cluster write the same samples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InvalidInputError
+from .sources import Chapter, paragraphs
+
+UNIT_CHARS = 1500  # ~100 s of speech: long enough to batch, short enough to spread a chapter
+
+
+@dataclass(frozen=True)
+class Unit:
+    chapter: int
+    index: int
+    paragraphs: tuple[str, ...]
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.chapter, self.index)
+
+    @property
+    def chars(self) -> int:
+        return sum(len(p) for p in self.paragraphs)
+
+
+def chapter_units(chapter: Chapter, chapter_index: int, max_chars: int = UNIT_CHARS) -> list[Unit]:
+    """The chapter's paragraphs packed in order into units of at most ``max_chars`` characters
+    (a longer paragraph is a unit of its own)."""
+    if max_chars < 1:
+        raise InvalidInputError(f"max_chars must be positive, got {max_chars}")
+    groups: list[list[str]] = []
+    size = 0
+    for para in paragraphs(chapter.text):
+        if groups and size + len(para) <= max_chars:
+            groups[-1].append(para)
+            size += len(para)
+        else:
+            groups.append([para])
+            size = len(para)
+    return [Unit(chapter_index, i, tuple(g)) for i, g in enumerate(groups)]
+
+
+def chunk_seed(base_seed: int, chapter: int, unit: int, chunk: int) -> int:
+    """The noise seed of one chunk: a hash of its position, the same wherever it is spoken."""
+    if base_seed < 0:
+        raise InvalidInputError(f"the seed must be 0 or more, got {base_seed}")
+    return int(np.random.SeedSequence([base_seed, chapter, unit, chunk]).generate_state(1, np.uint64)[0])

@@ -1,0 +1,63 @@
+"""Finished chapters kept on disk, so an interrupted book resumes where it stopped.
+
+The store is a work directory next to the output (``.NAME.book/``). Each finished
+chapter is one ``.npz`` (16-bit samples and word timings) whose name holds a hash of
+the settings and the chapter's title and text: a rerun with the same input and
+settings finds it, a changed chapter or setting does not. Files are written to a
+temp name and renamed, so a chapter interrupted half-way never looks finished.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from ..assets.cache import atomic_write
+from .sources import Chapter
+
+FORMAT = 1  # bump when the stored layout or how units are cut changes
+
+
+def settings_key(**settings) -> str:
+    """A hash of everything besides the text that decides the audio (JSON-able values)."""
+    blob = json.dumps({"format": FORMAT, **settings}, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+def work_dir(output: Path) -> Path:
+    output = Path(output)
+    return output.parent / f".{output.name}.book"
+
+
+class ChapterStore:
+    def __init__(self, output: Path, settings: str):
+        self.dir = work_dir(output)
+        self.settings = settings
+
+    def path(self, index: int, chapter: Chapter) -> Path:
+        digest = hashlib.sha256(f"{self.settings}\0{chapter.title}\0{chapter.text}".encode()).hexdigest()[:20]
+        return self.dir / f"{index:04d}-{digest}.npz"
+
+    def load(self, index: int, chapter: Chapter):
+        """(int16 samples, timings) of a finished chapter, or None."""
+        path = self.path(index, chapter)
+        if not path.is_file():
+            return None
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                words = json.loads(bytes(z["words"]).decode())
+                return z["samples"], [tuple(w) for w in words]
+        except (OSError, ValueError, KeyError):  # damaged: speak it again
+            return None
+
+    def save(self, index: int, chapter: Chapter, samples: np.ndarray, timings) -> None:
+        words = np.frombuffer(json.dumps([list(t) for t in timings]).encode(), np.uint8)
+        with atomic_write(self.path(index, chapter)) as f:
+            np.savez(f, samples=np.asarray(samples, np.int16), words=words)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)

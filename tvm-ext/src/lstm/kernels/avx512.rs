@@ -1,0 +1,102 @@
+//! AVX-512 kernels.
+use std::arch::x86_64::*;
+
+use super::NB;
+
+/// One sequence; two interleaved accumulator sets hide the FMA latency.
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn matvec1(
+    w: *const f32,
+    hidden: usize,
+    panels: usize,
+    init: *const f32,
+    h: *const f32,
+    out: *mut f32,
+) {
+    for p in 0..panels {
+        let wp = w.add(p * hidden * NB);
+        let ip = init.add(p * NB);
+        let mut a0 = _mm512_loadu_ps(ip);
+        let mut a1 = _mm512_loadu_ps(ip.add(16));
+        let mut a2 = _mm512_loadu_ps(ip.add(32));
+        let mut a3 = _mm512_loadu_ps(ip.add(48));
+        let mut b0 = _mm512_setzero_ps();
+        let mut b1 = _mm512_setzero_ps();
+        let mut b2 = _mm512_setzero_ps();
+        let mut b3 = _mm512_setzero_ps();
+        let mut k = 0;
+        while k + 2 <= hidden {
+            let r = wp.add(k * NB);
+            let x0 = _mm512_set1_ps(*h.add(k));
+            let x1 = _mm512_set1_ps(*h.add(k + 1));
+            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(r), x0, a0);
+            a1 = _mm512_fmadd_ps(_mm512_loadu_ps(r.add(16)), x0, a1);
+            a2 = _mm512_fmadd_ps(_mm512_loadu_ps(r.add(32)), x0, a2);
+            a3 = _mm512_fmadd_ps(_mm512_loadu_ps(r.add(48)), x0, a3);
+            b0 = _mm512_fmadd_ps(_mm512_loadu_ps(r.add(64)), x1, b0);
+            b1 = _mm512_fmadd_ps(_mm512_loadu_ps(r.add(80)), x1, b1);
+            b2 = _mm512_fmadd_ps(_mm512_loadu_ps(r.add(96)), x1, b2);
+            b3 = _mm512_fmadd_ps(_mm512_loadu_ps(r.add(112)), x1, b3);
+            k += 2;
+        }
+        if k < hidden {
+            let r = wp.add(k * NB);
+            let x0 = _mm512_set1_ps(*h.add(k));
+            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(r), x0, a0);
+            a1 = _mm512_fmadd_ps(_mm512_loadu_ps(r.add(16)), x0, a1);
+            a2 = _mm512_fmadd_ps(_mm512_loadu_ps(r.add(32)), x0, a2);
+            a3 = _mm512_fmadd_ps(_mm512_loadu_ps(r.add(48)), x0, a3);
+        }
+        let op = out.add(p * NB);
+        _mm512_storeu_ps(op, _mm512_add_ps(a0, b0));
+        _mm512_storeu_ps(op.add(16), _mm512_add_ps(a1, b1));
+        _mm512_storeu_ps(op.add(32), _mm512_add_ps(a2, b2));
+        _mm512_storeu_ps(op.add(48), _mm512_add_ps(a3, b3));
+    }
+}
+
+/// `S` sequences share each load of the weights.
+#[allow(clippy::needless_range_loop)]
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn matvec<const S: usize>(
+    w: *const f32,
+    hidden: usize,
+    panels: usize,
+    init: [*const f32; S],
+    h: [*const f32; S],
+    out: [*mut f32; S],
+) {
+    for p in 0..panels {
+        let wp = w.add(p * hidden * NB);
+        let mut acc = [[_mm512_setzero_ps(); 4]; S];
+        for s in 0..S {
+            for q in 0..4 {
+                acc[s][q] = _mm512_loadu_ps(init[s].add(p * NB + 16 * q));
+            }
+        }
+        for k in 0..hidden {
+            let r = wp.add(k * NB);
+            let w0 = _mm512_loadu_ps(r);
+            let w1 = _mm512_loadu_ps(r.add(16));
+            let w2 = _mm512_loadu_ps(r.add(32));
+            let w3 = _mm512_loadu_ps(r.add(48));
+            for s in 0..S {
+                let x = _mm512_set1_ps(*h[s].add(k));
+                acc[s][0] = _mm512_fmadd_ps(w0, x, acc[s][0]);
+                acc[s][1] = _mm512_fmadd_ps(w1, x, acc[s][1]);
+                acc[s][2] = _mm512_fmadd_ps(w2, x, acc[s][2]);
+                acc[s][3] = _mm512_fmadd_ps(w3, x, acc[s][3]);
+            }
+        }
+        for s in 0..S {
+            for q in 0..4 {
+                _mm512_storeu_ps(out[s].add(p * NB + 16 * q), acc[s][q]);
+            }
+        }
+    }
+}
+
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn cell(g: &[f32], c: &mut [f32], h: &mut [f32]) {
+    super::cell_body(g, c, h)
+}

@@ -1,0 +1,433 @@
+//! How a call runs: input projections, recurrent weight packing, and the jobs
+//! per (direction, group of sequences) on rayon's pool.
+use super::*;
+
+/// Gate columns per packed panel of `W_hh^T`.
+pub(super) const NB: usize = 64;
+/// Sequences advanced together by one recurrent mat-mul.
+pub(super) const MAX_GROUP: usize = 4;
+/// Fewest rows worth one input-projection task of its own.
+pub(super) const MIN_PROJ_ROWS: usize = 16;
+
+/// Writes into disjoint parts of one output buffer from several tasks.
+#[derive(Clone, Copy)]
+pub(super) struct SharedOut {
+    ptr: *mut f32,
+    len: usize,
+}
+
+// SAFETY: tasks write disjoint (row, direction) ranges and nobody reads the buffer
+// while they run; see `run_recurrence`.
+unsafe impl Send for SharedOut {}
+unsafe impl Sync for SharedOut {}
+
+impl SharedOut {
+    /// Copies `src` to `offset`. The caller guarantees no other task touches it.
+    unsafe fn write(&self, offset: usize, src: &[f32]) {
+        assert!(offset <= self.len && src.len() <= self.len - offset);
+        std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(offset), src.len());
+    }
+}
+
+/// The geometry shared by all tasks of one layer.
+pub(super) struct Layer<'a> {
+    isa: Isa,
+    layer: usize,
+    dirs: usize,
+    batch: usize,
+    seq_len: usize,
+    hidden: usize,
+    /// Gate row stride: `4H` rounded up to a multiple of [`NB`].
+    gp: usize,
+    batch_first: bool,
+    lens: &'a [usize],
+}
+
+impl Layer<'_> {
+    /// Row of `(b, t)` in `x`, `y` and the layer buffers.
+    fn row(&self, b: usize, t: usize) -> usize {
+        if self.batch_first {
+            b * self.seq_len + t
+        } else {
+            t * self.batch + b
+        }
+    }
+
+    /// Offset of the projected gates of `(d, b, t)`.
+    fn proj_offset(&self, d: usize, b: usize, t: usize) -> usize {
+        ((d * self.batch + b) * self.seq_len + t) * self.gp
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn forward_with(
+    isa: Isa,
+    cfg: &LstmConfig,
+    x: &[f32],
+    lengths: Option<&[i64]>,
+    h0c0: Option<(&[f32], &[f32])>,
+    weights: &[LayerDirWeights],
+    y: &mut [f32],
+    h_n: &mut [f32],
+    c_n: &mut [f32],
+) -> Result<()> {
+    let lens = validate(cfg, x, lengths, h0c0, weights, y, h_n, c_n)?;
+    let (batch, seq_len, hidden) = (cfg.batch, cfg.seq_len, cfg.hidden_size);
+    let dirs = cfg.directions();
+    if batch == 0 {
+        return Ok(());
+    }
+    let dh = dirs * hidden;
+    let gp = (4 * hidden).div_ceil(NB) * NB;
+    let geometry = |layer| Layer {
+        isa,
+        layer,
+        dirs,
+        batch,
+        seq_len,
+        hidden,
+        gp,
+        batch_first: cfg.batch_first,
+        lens: &lens,
+    };
+
+    // Sequences longest first, dealt round-robin into groups that run in
+    // parallel; the active ones of a group at step t are then a prefix.
+    let mut order: Vec<usize> = (0..batch).collect();
+    order.sort_by_key(|&b| std::cmp::Reverse(lens[b]));
+    let threads = rayon::current_num_threads().max(1);
+    let groups_per_dir = batch.min(threads.div_ceil(dirs)).max(1);
+    let groups: Vec<Vec<usize>> = (0..groups_per_dir)
+        .map(|g| {
+            order
+                .iter()
+                .copied()
+                .skip(g)
+                .step_by(groups_per_dir)
+                .collect()
+        })
+        .collect();
+    let tasks: Vec<(usize, &[usize])> = (0..dirs)
+        .flat_map(|d| groups.iter().map(move |grp| (d, &grp[..])))
+        .collect();
+    // With a task per thread, each task runs its (layer, direction, group)
+    // from packing to the last step on its own, in one parallel region per
+    // layer and with its projections still in its cache. With fewer tasks than
+    // threads the projections are computed first by all threads.
+    let fused = tasks.len() >= threads;
+
+    let mut prev = AlignedBuf::scratch(0);
+    for layer in 0..cfg.num_layers {
+        let g = geometry(layer);
+        let last = layer + 1 == cfg.num_layers;
+        let (inp, in_size) = if layer == 0 {
+            (x, cfg.input_size)
+        } else {
+            (&prev[..], dh)
+        };
+        let lw = &weights[layer * dirs..(layer + 1) * dirs];
+
+        let mut buf = AlignedBuf::scratch(0);
+        let out: &mut [f32] = if last {
+            &mut *y
+        } else {
+            buf = AlignedBuf::scratch(batch * seq_len * dh);
+            &mut buf
+        };
+        // Padded steps are zero; the recurrence writes every other row.
+        for (b, &len) in lens.iter().enumerate() {
+            for t in len..seq_len {
+                let r = g.row(b, t) * dh;
+                out[r..r + dh].fill(0.0);
+            }
+        }
+        let shared = SharedOut {
+            ptr: out.as_mut_ptr(),
+            len: out.len(),
+        };
+
+        type Finals = Vec<(usize, Vec<f32>, Vec<f32>)>;
+        let finals: Vec<(usize, Finals)> = if fused {
+            tasks
+                .par_iter()
+                .map(|&(d, grp)| {
+                    let w = &lw[d];
+                    let pack = pack_recurrent(isa, w.w_hh, hidden, gp);
+                    let bias = combined_bias(w, 4 * hidden);
+                    let mut proj = AlignedBuf::scratch(grp.len() * seq_len * gp);
+                    for (slab, &b) in proj.chunks_mut(seq_len * gp).zip(grp) {
+                        project_rows(
+                            &g,
+                            inp,
+                            in_size,
+                            w.w_ih,
+                            bias.as_deref(),
+                            b,
+                            0,
+                            &mut slab[..g.lens[b] * gp],
+                        );
+                    }
+                    let offset = |i: usize, t: usize| (i * seq_len + t) * gp;
+                    (
+                        d,
+                        run_recurrence(&g, d, grp, &pack, &proj, offset, h0c0, shared),
+                    )
+                })
+                .collect()
+        } else {
+            let packs: Vec<AlignedBuf> = lw
+                .par_iter()
+                .map(|w| pack_recurrent(isa, w.w_hh, hidden, gp))
+                .collect();
+            let proj = project(&g, inp, in_size, lw);
+            tasks
+                .par_iter()
+                .map(|&(d, grp)| {
+                    let offset = |i: usize, t: usize| g.proj_offset(d, grp[i], t);
+                    (
+                        d,
+                        run_recurrence(&g, d, grp, &packs[d], &proj, offset, h0c0, shared),
+                    )
+                })
+                .collect()
+        };
+        for (d, seqs) in finals {
+            for (b, hs, cs) in seqs {
+                let off = ((layer * dirs + d) * batch + b) * hidden;
+                h_n[off..off + hidden].copy_from_slice(&hs);
+                c_n[off..off + hidden].copy_from_slice(&cs);
+            }
+        }
+        if !last {
+            prev = buf;
+        }
+    }
+    Ok(())
+}
+
+/// `b_ih + b_hh`, or `None` without biases.
+pub(super) fn combined_bias(w: &LayerDirWeights, g4: usize) -> Option<Vec<f32>> {
+    match (w.b_ih, w.b_hh) {
+        (None, None) => None,
+        (a, b) => Some(
+            (0..g4)
+                .map(|r| a.map_or(0.0, |a| a[r]) + b.map_or(0.0, |b| b[r]))
+                .collect(),
+        ),
+    }
+}
+
+/// Input projections of one layer for all directions and sequences, `[D, B, T,
+/// gp]`, computed by all threads. Steps past a sequence's length are unspecified
+/// and never read.
+pub(super) fn project(
+    g: &Layer,
+    inp: &[f32],
+    in_size: usize,
+    lw: &[LayerDirWeights],
+) -> AlignedBuf {
+    let (batch, seq_len, gp) = (g.batch, g.seq_len, g.gp);
+    let mut proj = AlignedBuf::scratch(g.dirs * batch * seq_len * gp);
+    let biases: Vec<Option<Vec<f32>>> = lw.iter().map(|w| combined_bias(w, 4 * g.hidden)).collect();
+    let total_rows: usize = g.dirs * g.lens.iter().sum::<usize>();
+    let threads = rayon::current_num_threads().max(1);
+    let chunk_rows = total_rows.div_ceil(threads).max(MIN_PROJ_ROWS);
+    let mut tasks = Vec::new();
+    for (region, slab) in proj.chunks_mut(seq_len * gp).enumerate() {
+        let (d, b) = (region / batch, region % batch);
+        let len = g.lens[b];
+        for (ci, chunk) in slab[..len * gp].chunks_mut(chunk_rows * gp).enumerate() {
+            tasks.push((d, b, ci * chunk_rows, chunk));
+        }
+    }
+    tasks.into_par_iter().for_each(|(d, b, t0, dst)| {
+        project_rows(
+            g,
+            inp,
+            in_size,
+            lw[d].w_ih,
+            biases[d].as_deref(),
+            b,
+            t0,
+            dst,
+        );
+    });
+    proj
+}
+
+/// Projects steps `t0 .. t0 + dst.len() / gp` of sequence `b` into `dst` (row
+/// stride gp): `x_t W_ih^T + bias`, zero in the padding columns.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn project_rows(
+    g: &Layer,
+    inp: &[f32],
+    in_size: usize,
+    w_ih: &[f32],
+    bias: Option<&[f32]>,
+    b: usize,
+    t0: usize,
+    dst: &mut [f32],
+) {
+    let (gp, g4) = (g.gp, 4 * g.hidden);
+    let rows = dst.len() / gp;
+    for row in dst.chunks_exact_mut(gp) {
+        match bias {
+            Some(bias) => row[..g4].copy_from_slice(bias),
+            // sgemm with beta = 0 overwrites these, unless in_size = 0.
+            None if in_size == 0 => row[..g4].fill(0.0),
+            None => {}
+        }
+        row[g4..].fill(0.0);
+    }
+    if in_size == 0 || rows == 0 {
+        return;
+    }
+    // Step between consecutive time steps of one sequence, in input rows.
+    let t_step = if g.batch_first { 1 } else { g.batch };
+    let first = g.row(b, t0) * in_size;
+    let last = (g.row(b, t0 + rows - 1) + 1) * in_size;
+    assert!(
+        last <= inp.len()
+            && w_ih.len() == g4 * in_size
+            && dst.len() == rows * gp
+            && t0 + rows <= g.seq_len
+    );
+    let beta = if bias.is_some() { 1.0 } else { 0.0 };
+    // SAFETY: A reads rows (b, t0..t0+rows) of `inp`, all within `first..last`;
+    // B is W_ih^T read through swapped strides of the [4H, in] matrix; C is
+    // `rows` x 4H inside `dst` with row stride gp >= 4H.
+    unsafe {
+        matrixmultiply::sgemm(
+            rows,
+            in_size,
+            g4,
+            1.0,
+            inp[first..].as_ptr(),
+            (t_step * in_size) as isize,
+            1,
+            w_ih.as_ptr(),
+            1,
+            in_size as isize,
+            beta,
+            dst.as_mut_ptr(),
+            gp as isize,
+            1,
+        );
+    }
+}
+
+/// `W_hh` `[4H, H]` as panels `[gp / NB][H][NB]`: panel `p`, row `k` holds
+/// `W_hh[p*NB .. p*NB+NB, k]`, zero past row 4H.
+pub(super) fn pack_recurrent(isa: Isa, w_hh: &[f32], hidden: usize, gp: usize) -> AlignedBuf {
+    let g4 = 4 * hidden;
+    assert!(w_hh.len() == g4 * hidden && gp >= g4 && gp.is_multiple_of(NB));
+    let mut packed = AlignedBuf::scratch(gp * hidden);
+    for (p, panel) in packed.chunks_mut(hidden * NB).enumerate() {
+        let rows = NB.min(g4 - p * NB);
+        if rows < NB {
+            for line in panel.chunks_exact_mut(NB) {
+                line[rows..].fill(0.0);
+            }
+        }
+        let src = &w_hh[p * NB * hidden..(p * NB + rows) * hidden];
+        // Full 8x8 blocks with SIMD where available, the rest one by one.
+        let (rows8, k8) = match isa {
+            Isa::Portable => (0, 0),
+            #[cfg(target_arch = "x86_64")]
+            _ => (rows / 8 * 8, hidden / 8 * 8),
+        };
+        #[cfg(target_arch = "x86_64")]
+        if rows8 > 0 && k8 > 0 {
+            for c0 in (0..rows8).step_by(8) {
+                for k0 in (0..k8).step_by(8) {
+                    // SAFETY: avx2 was detected (both SIMD ISAs imply it). The
+                    // block reads src rows c0..c0+8, columns k0..k0+8 (inside
+                    // `src`: c0+8 <= rows, k0+8 <= hidden) and writes panel rows
+                    // k0..k0+8, columns c0..c0+8 (inside `panel`: NB columns).
+                    unsafe {
+                        avx2::transpose8(
+                            src.as_ptr().add(c0 * hidden + k0),
+                            hidden,
+                            panel.as_mut_ptr().add(k0 * NB + c0),
+                            NB,
+                        )
+                    }
+                }
+            }
+        }
+        for (c, row) in src.chunks_exact(hidden).enumerate() {
+            let k_from = if c < rows8 { k8 } else { 0 };
+            for (k, &v) in row.iter().enumerate().skip(k_from) {
+                panel[k * NB + c] = v;
+            }
+        }
+    }
+    packed
+}
+
+/// Runs direction `d` over the sequences `grp` (longest first) and writes their
+/// hidden states to rows of `out`; returns each sequence's final `(b, h, c)`.
+/// The projected gates of `grp[i]` at step `t` start at `proj_offset(i, t)`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn run_recurrence(
+    g: &Layer,
+    d: usize,
+    grp: &[usize],
+    pack: &[f32],
+    proj: &[f32],
+    proj_offset: impl Fn(usize, usize) -> usize,
+    h0c0: Option<(&[f32], &[f32])>,
+    out: SharedOut,
+) -> Vec<(usize, Vec<f32>, Vec<f32>)> {
+    let (h, gp) = (g.hidden, g.gp);
+    let n = grp.len();
+    let mut hs = vec![0.0f32; n * h];
+    let mut cs = vec![0.0f32; n * h];
+    if let Some((h0, c0)) = h0c0 {
+        for (i, &b) in grp.iter().enumerate() {
+            let off = ((g.layer * g.dirs + d) * g.batch + b) * h;
+            hs[i * h..(i + 1) * h].copy_from_slice(&h0[off..off + h]);
+            cs[i * h..(i + 1) * h].copy_from_slice(&c0[off..off + h]);
+        }
+    }
+    let mut gates = AlignedBuf::zeros(MAX_GROUP * gp);
+    let out_stride = g.dirs * h;
+    let max_len = grp.first().map_or(0, |&b| g.lens[b]);
+    for step in 0..max_len {
+        let t = if d == 0 { step } else { max_len - 1 - step };
+        // Sequences with lengths[b] > t take part in step t: a prefix of `grp`.
+        // A reverse sequence joins at t = lengths[b] - 1 with its initial state.
+        let active = grp.partition_point(|&b| g.lens[b] > t);
+        let mut i0 = 0;
+        while i0 < active {
+            let s = (active - i0).min(MAX_GROUP);
+            let mut init: [&[f32]; MAX_GROUP] = [&[]; MAX_GROUP];
+            let mut hv: [&[f32]; MAX_GROUP] = [&[]; MAX_GROUP];
+            for j in 0..s {
+                let off = proj_offset(i0 + j, t);
+                init[j] = &proj[off..off + gp];
+                hv[j] = &hs[(i0 + j) * h..(i0 + j + 1) * h];
+            }
+            recurrent_matmul(g.isa, pack, h, &init[..s], &hv[..s], &mut gates[..s * gp]);
+            for j in 0..s {
+                let i = i0 + j;
+                let (hi, ci) = (&mut hs[i * h..(i + 1) * h], &mut cs[i * h..(i + 1) * h]);
+                cell(g.isa, &gates[j * gp..j * gp + 4 * h], ci, hi);
+                // SAFETY: row (b, t), columns d*H..(d+1)*H belong to this task
+                // alone: b is in one group of direction d, and t is visited once.
+                unsafe { out.write(g.row(grp[i], t) * out_stride + d * h, hi) };
+            }
+            i0 += s;
+        }
+    }
+    grp.iter()
+        .enumerate()
+        .map(|(i, &b)| {
+            (
+                b,
+                hs[i * h..(i + 1) * h].to_vec(),
+                cs[i * h..(i + 1) * h].to_vec(),
+            )
+        })
+        .collect()
+}
