@@ -127,7 +127,6 @@ impl<'a, 'b> Cursor<'a, 'b> {
             Some((p, false)) => format!("{} `{}`, absent in this call", p.kind.name(), p.name),
             None => "the end of the parameters".into(),
         };
-        let context = String::new();
         tvm_ffi::Error::new(
             INTERNAL_ERROR,
             &format!(
@@ -135,7 +134,7 @@ impl<'a, 'b> Cursor<'a, 'b> {
                 self.iface.name,
                 kind.name()
             ),
-            &context,
+            "",
         )
     }
 
@@ -163,10 +162,14 @@ impl<'a, 'b> Cursor<'a, 'b> {
     }
 
     fn raw_int(&mut self, name: &str, kind: Kind) -> Result<i64> {
-        let what = format!("{}: {name}", self.iface.name);
         let v = match i64::try_from(self.scalar(name, kind)?) {
             Ok(v) => v,
-            Err(e) => bail!(TYPE_ERROR, "{what}: expected an int, {}", e.message()),
+            Err(e) => bail!(
+                TYPE_ERROR,
+                "{}: {name}: expected an int, {}",
+                self.iface.name,
+                e.message()
+            ),
         };
         let key = self.scalars[self.next - 1].name;
         self.record(key, v);
