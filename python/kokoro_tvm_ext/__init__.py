@@ -61,6 +61,10 @@ def __getattr__(name: str):
         from .compile import compile_kokoro
 
         return compile_kokoro
+    if name in ("enable_kernels", "disable_kernels", "kernels_enabled", "kernels_active"):
+        from . import kernel_legalize
+
+        return getattr(kernel_legalize, name)
     if name == "KokoroTVM":
         from .runtime import KokoroTVM
 
@@ -77,6 +81,10 @@ __all__ = [
     "CONVERTERS",
     "KokoroTVM",
     "compile_kokoro",
+    "disable_kernels",
+    "enable_kernels",
+    "kernels_active",
+    "kernels_enabled",
     "__version__",
     "from_exported_program",
     "registered_functions",

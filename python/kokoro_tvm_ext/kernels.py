@@ -192,6 +192,13 @@ def call(kernel: str, out_ty, **args: Any) -> relax.Call:
     iface = interface(kernel)
     if not iface.dps:
         raise ValueError(f"{iface.name}: not a destination-passing kernel (it returns {iface.returns})")
+    return relax.op.call_dps_packed(iface.global_name, relax.Tuple(arguments(kernel, **args)), out_ty=out_ty)
+
+
+def arguments(kernel: str, **args: Any) -> list[relax.Expr]:
+    """The argument list of a call of ``kernel`` (outputs excluded), from its arguments by name as :func:`call`
+    takes them."""
+    iface = interface(kernel)
     known = [p.name for p in iface.params if p.kind != "output"]
     unknown = sorted(set(args) - set(known))
     if unknown:
@@ -208,7 +215,7 @@ def call(kernel: str, out_ty, **args: Any) -> relax.Call:
             fields += _group_fields(iface, entry, args.get(entry.name), values)
         elif entry.kind == "tensor":
             fields += _tensor_fields(iface, entry, args, values)
-    return relax.op.call_dps_packed(iface.global_name, relax.Tuple(fields), out_ty=out_ty)
+    return fields
 
 
 def _tensor_fields(iface: Interface, p: Param, args: dict, values: dict) -> list:
@@ -234,6 +241,32 @@ def _group_fields(iface: Interface, g: Group, items, values: dict) -> list:
         for p in g.params:
             fields += _tensor_fields(iface, p, item, values)
     return fields
+
+
+def read_arguments(kernel: str, fields: list) -> dict[str, Any] | None:
+    """The arguments by name (as :func:`call` takes them) in ``fields``, the argument list of a call of
+    ``kernel`` (outputs excluded), or ``None`` if they do not fit its interface."""
+    iface = interface(kernel)
+    scalars = iface.scalars
+    if len(fields) < len(scalars) or not all(
+        isinstance(f, (tirx.IntImm, tirx.FloatImm)) for f in fields[: len(scalars)]
+    ):
+        return None
+    args: dict[str, Any] = {p.name: _scalar_value(p, f) for p, f in zip(scalars, fields)}
+    values = dict(args)
+    tensors = [p for p in iface.params if isinstance(p, Group) or p.kind == "tensor"]
+    outputs = sum(1 for p in iface.params if getattr(p, "kind", None) == "output")
+    if len(fields) != iface.argument_count(values) - outputs:
+        return None
+    rest = iter(fields[len(scalars) :])
+    for entry in tensors:
+        if isinstance(entry, Group):
+            args[entry.name] = [
+                {p.name: next(rest) for p in entry.params if p.present(values)} for _ in range(entry.times(values))
+            ]
+        elif entry.present(values):
+            args[entry.name] = next(rest)
+    return args
 
 
 class KernelCall:
@@ -263,27 +296,8 @@ class KernelCall:
         iface = interface(symbol)
         if not iface.dps:
             return None
-        fields = list(fields.fields)
-        scalars = iface.scalars
-        if len(fields) < len(scalars) or not all(
-            isinstance(f, (tirx.IntImm, tirx.FloatImm)) for f in fields[: len(scalars)]
-        ):
-            return None
-        args: dict[str, Any] = {p.name: _scalar_value(p, f) for p, f in zip(scalars, fields)}
-        values = dict(args)
-        tensors = [p for p in iface.params if isinstance(p, Group) or p.kind == "tensor"]
-        outputs = sum(1 for p in iface.params if getattr(p, "kind", None) == "output")
-        if len(fields) != iface.argument_count(values) - outputs:
-            return None
-        rest = iter(fields[len(scalars) :])
-        for entry in tensors:
-            if isinstance(entry, Group):
-                args[entry.name] = [
-                    {p.name: next(rest) for p in entry.params if p.present(values)} for _ in range(entry.times(values))
-                ]
-            elif entry.present(values):
-                args[entry.name] = next(rest)
-        return cls(expr, iface, args)
+        args = read_arguments(iface.name, list(fields.fields))
+        return None if args is None else cls(expr, iface, args)
 
     def __getitem__(self, name: str) -> Any:
         """The argument ``name``; ``None`` for an optional tensor absent from this call."""
@@ -315,4 +329,16 @@ class KernelCall:
         return f"KernelCall({self.name}, {self.args!r})"
 
 
-__all__ = ["Axis", "Group", "Interface", "KernelCall", "Param", "call", "interface", "interfaces", "parse"]
+__all__ = [
+    "Axis",
+    "Group",
+    "Interface",
+    "KernelCall",
+    "Param",
+    "arguments",
+    "call",
+    "interface",
+    "interfaces",
+    "parse",
+    "read_arguments",
+]

@@ -57,7 +57,8 @@ def _packed_args(iface, values, bad_at=None):
 
 
 def test_every_registered_function_has_an_interface_that_parses():
-    names = kokoro_tvm_ext.registered_functions()
+    # The legalization handlers are the compiler's (test_kernel_legalize.py), not kernels.
+    names = [n for n in kokoro_tvm_ext.registered_functions() if not n.startswith("kokoro_tvm_ext.legalize.")]
     found = kernels.interfaces()
     assert sorted(i.global_name for i in found.values()) == sorted(names)
     for iface in found.values():

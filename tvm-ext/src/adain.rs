@@ -783,4 +783,69 @@ mod tests {
         args.extend([t(&xv), t(&sv), AnyView::from(&one), t(&yv)]);
         assert!(call(&args).contains("adain: shift: expected a tensor"));
     }
+
+    #[test]
+    fn random_calls_through_the_registry_match_the_reference_and_bad_ones_name_the_argument() {
+        use crate::tensor::fuzz::{check, size, Call, Spec, Value};
+        use crate::tensor::testing::Rng;
+        let mut rng = Rng(0xada1_0001);
+        for _ in 0..30 {
+            let (b, c, l) = (size(&mut rng, 3), 1 + 2 * rng.below(4), size(&mut rng, 40));
+            let (act, affine) = (rng.below(3) as i64, rng.below(2) == 1);
+            let eps = [1e-5, 0.1][rng.below(2)];
+            let slope = 0.2;
+            let xv: Vec<f32> = rng.vec(b * c * l).iter().map(|v| 0.5 + 2.0 * v).collect();
+            let (nw, nb) = (rng.vec(c), rng.vec(c));
+            let (scale, shift) = (rng.vec(b * c), rng.vec(b * c));
+            let av: Vec<f32> = rng
+                .vec(c)
+                .iter()
+                .map(|v| v.signum() * (0.2 + v.abs()))
+                .collect();
+            let activation = match act {
+                0 => Activation::None,
+                1 => Activation::Snake,
+                _ => Activation::LeakyRelu(slope as f32),
+            };
+            let norm = affine.then_some((&nw[..], &nb[..]));
+            let want = reference(&xv, [b, c, l], norm, &scale, &shift, &av, eps, activation)
+                .iter()
+                .map(|&v| (v, v.abs()))
+                .collect();
+            let (bi, ci, li) = (b as i64, c as i64, l as i64);
+            let mut args = vec![
+                ("act", Value::Int(act)),
+                ("has_norm_affine", Value::Int(affine as i64)),
+                ("eps", Value::Float(eps)),
+                ("slope", Value::Float(slope)),
+                ("x", Value::Tensor(Spec::input(xv, &[bi, ci, li]))),
+            ];
+            if affine {
+                args.push(("norm_w", Value::Tensor(Spec::derived(nw, &[ci]))));
+                args.push(("norm_b", Value::Tensor(Spec::derived(nb, &[ci]))));
+            }
+            args.push(("scale", Value::Tensor(Spec::derived(scale, &[bi, ci, 1]))));
+            args.push(("shift", Value::Tensor(Spec::derived(shift, &[bi, ci, 1]))));
+            if act == 1 {
+                args.push(("alpha", Value::Tensor(Spec::derived(av, &[1, ci, 1]))));
+            }
+            args.push(("out", Value::Tensor(Spec::output(&[bi, ci, li]))));
+            let mut bad = vec![
+                ("act", Value::Int(3)),
+                ("has_norm_affine", Value::Int(2)),
+                ("eps", Value::Float(-1.0)),
+            ];
+            if act == 2 {
+                bad.push(("slope", Value::Float(f64::NAN)));
+            }
+            let call = Call {
+                global: "kokoro_tvm_ext.adain",
+                args,
+                want: vec![("out", want)],
+                rel: 2e-5,
+                bad,
+            };
+            check(&call, &mut rng);
+        }
+    }
 }

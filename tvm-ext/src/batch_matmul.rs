@@ -605,4 +605,102 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn random_calls_through_the_registry_match_the_reference_and_bad_ones_name_the_argument() {
+        use crate::tensor::fuzz::{check, size, Call, Spec, Value};
+        use crate::tensor::testing::Rng;
+        let mut rng = Rng(0xb3a7_0001);
+        for _ in 0..40 {
+            // Batch dims broadcast: each operand has the dim, 1, or (leading) nothing.
+            let batch: Vec<usize> = (0..rng.below(3)).map(|_| 1 + rng.below(3)).collect();
+            let pick = |rng: &mut Rng| -> Vec<usize> {
+                let skip = rng.below(batch.len() + 1);
+                batch[skip..]
+                    .iter()
+                    .map(|&d| if rng.below(3) == 0 { 1 } else { d })
+                    .collect()
+            };
+            let (xb, yb) = (pick(&mut rng), pick(&mut rng));
+            let r = xb.len().max(yb.len());
+            let full: Vec<usize> = (0..r)
+                .map(|i| {
+                    let at = |v: &[usize]| (i + v.len() >= r).then(|| v[i + v.len() - r]);
+                    at(&xb).unwrap_or(1).max(at(&yb).unwrap_or(1))
+                })
+                .collect();
+            let (m, n, k) = (size(&mut rng, 6), size(&mut rng, 6), size(&mut rng, 6));
+            let (tx, ty) = (rng.below(2) == 1, rng.below(2) == 1);
+            let nx: usize = xb.iter().product::<usize>() * m * k;
+            let ny: usize = yb.iter().product::<usize>() * k * n;
+            let (x, y) = (rng.vec(nx), rng.vec(ny));
+            // Element (i, j) of operand `v`'s matrix for batch index `idx` of the output.
+            let at = |v: &[f32],
+                      dims: &[usize],
+                      idx: &[usize],
+                      rows: usize,
+                      cols: usize,
+                      trans: bool,
+                      i: usize,
+                      j: usize| {
+                let mut flat = 0;
+                for (d, &extent) in dims.iter().enumerate() {
+                    let o = idx[idx.len() - dims.len() + d];
+                    flat = flat * extent + if extent == 1 { 0 } else { o };
+                }
+                let (r, c) = if trans { (j, i) } else { (i, j) };
+                let (_, cs) = if trans { (cols, rows) } else { (rows, cols) };
+                v[flat * rows * cols + r * cs + c] as f64
+            };
+            let nb: usize = full.iter().product();
+            let mut want = vec![(0.0, 0.0); nb * m * n];
+            for bi in 0..nb {
+                let mut idx = vec![0; full.len()];
+                let mut rest = bi;
+                for d in (0..full.len()).rev() {
+                    idx[d] = rest % full[d];
+                    rest /= full[d];
+                }
+                for i in 0..m {
+                    for j in 0..n {
+                        let (mut v, mut mag) = (0.0, 0.0);
+                        for l in 0..k {
+                            let p = at(&x, &xb, &idx, m, k, tx, i, l)
+                                * at(&y, &yb, &idx, k, n, ty, l, j);
+                            v += p;
+                            mag += p.abs();
+                        }
+                        want[(bi * m + i) * n + j] = (v, mag);
+                    }
+                }
+            }
+            let shape = |b: &[usize], r: usize, c: usize, t: bool| -> Vec<i64> {
+                let last = if t { [c, r] } else { [r, c] };
+                b.iter().chain(&last).map(|&d| d as i64).collect()
+            };
+            let call = Call {
+                global: "kokoro_tvm_ext.batch_matmul",
+                args: vec![
+                    ("trans_x", Value::Int(tx as i64)),
+                    ("trans_y", Value::Int(ty as i64)),
+                    (
+                        "x",
+                        Value::Tensor(Spec::input(x, &shape(&xb, m, k, tx)).any_rank()),
+                    ),
+                    (
+                        "y",
+                        Value::Tensor(Spec::input(y, &shape(&yb, k, n, ty)).any_rank()),
+                    ),
+                    (
+                        "out",
+                        Value::Tensor(Spec::output(&shape(&full, m, n, false))),
+                    ),
+                ],
+                want: vec![("out", want)],
+                rel: 1e-5,
+                bad: vec![("trans_x", Value::Int(2)), ("trans_y", Value::Int(-1))],
+            };
+            check(&call, &mut rng);
+        }
+    }
 }

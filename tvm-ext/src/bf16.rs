@@ -61,7 +61,10 @@ pub fn pack_function() -> Function {
 
 /// The registered `kokoro_tvm_ext.bf16_native`.
 pub fn native_function() -> Function {
-    Function::from_packed(|_args: &[AnyView]| -> Result<Any> { Ok(Any::from(native_bf16())) })
+    Function::from_packed(|args: &[AnyView]| -> Result<Any> {
+        Cursor::new(&interface::BF16_NATIVE, args)?.finish()?;
+        Ok(Any::from(native_bf16()))
+    })
 }
 
 /// What a packed weight tensor holds.
@@ -936,6 +939,154 @@ mod tests {
             m.contains("matmul_bf16: w: expected shape [1, 2, 2, 32, 2], got [1, 1, 2, 32, 2]"),
             "{m}"
         );
+    }
+
+    /// `w` rounded to bf16 and packed through the registry from a random layout,
+    /// after the packer's own mutations.
+    fn packed(
+        rng: &mut Rng,
+        kind: &'static str,
+        groups: usize,
+        w: &[f32],
+        shape: &[i64],
+    ) -> crate::tensor::fuzz::Spec {
+        use crate::tensor::fuzz::{call_returning, check, elements, Call, Data, Spec, Value};
+        let args = vec![
+            ("kind", Value::Str(kind)),
+            ("groups", Value::Int(groups as i64)),
+            ("w", Value::Tensor(Spec::input(w.to_vec(), shape))),
+        ];
+        let t = call_returning("kokoro_tvm_ext.pack_bf16", &args, rng).unwrap();
+        let call = Call {
+            global: "kokoro_tvm_ext.pack_bf16",
+            args,
+            want: vec![],
+            rel: 0.0,
+            bad: vec![("kind", Value::Str("conv2d")), ("groups", Value::Int(0))],
+        };
+        check(&call, rng);
+        let data = elements::<Bf16>(&t);
+        Spec::derived(vec![0.0; data.len()], t.shape()).with_data(Data::Bf16(data))
+    }
+
+    #[test]
+    fn random_calls_through_the_registry_match_the_reference_and_bad_ones_name_the_argument() {
+        use crate::conv::reference::{reference_conv, reference_transpose};
+        use crate::tensor::fuzz::{
+            check, conv_bad_scalars, conv_scalars, random_config, size, Call, Spec, Value,
+        };
+        let mut rng = Rng(0xbf16_0001);
+        // Where bf16 is not native the inputs stay f32.
+        let x_in = |v: Vec<f32>| if native_bf16() { rounded(&v) } else { v };
+        for case in 0..36 {
+            let i = |v: usize| v as i64;
+            if case % 3 == 2 {
+                let (rows, k, n) = (size(&mut rng, 5), 1 + rng.below(9), 1 + rng.below(40));
+                let has_bias = rng.below(2) == 1;
+                let (x, w, bias) = (rng.vec(rows * k), rng.vec(k * n), rng.vec(n));
+                let (xr, wr) = (x_in(x.clone()), rounded(&w));
+                let mut want = vec![(0.0f64, 0.0f64); rows * n];
+                for r in 0..rows {
+                    for j in 0..n {
+                        let b = if has_bias { bias[j] as f64 } else { 0.0 };
+                        let (mut v, mut mag) = (b, b.abs());
+                        for l in 0..k {
+                            let p = xr[r * k + l] as f64 * wr[l * n + j] as f64;
+                            v += p;
+                            mag += p.abs();
+                        }
+                        want[r * n + j] = (v, mag);
+                    }
+                }
+                let wp = packed(&mut rng, "matmul", 1, &w, &[i(k), i(n)]);
+                let mut args = vec![
+                    ("has_bias", Value::Int(has_bias as i64)),
+                    (
+                        "x",
+                        Value::Tensor(Spec::input(x, &[i(rows), i(k)]).any_rank()),
+                    ),
+                    ("w", Value::Tensor(wp)),
+                ];
+                if has_bias {
+                    args.push(("bias", Value::Tensor(Spec::derived(bias, &[i(n)]))));
+                }
+                args.push((
+                    "out",
+                    Value::Tensor(Spec::output(&[i(rows), i(n)]).deciding()),
+                ));
+                let call = Call {
+                    global: "kokoro_tvm_ext.matmul_bf16",
+                    args,
+                    want: vec![("out", want)],
+                    rel: 2e-5,
+                    bad: vec![("has_bias", Value::Int(2))],
+                };
+                check(&call, &mut rng);
+                continue;
+            }
+            let transpose = case % 3 == 1;
+            let c = random_config(&mut rng, transpose);
+            let has_bias = rng.below(2) == 1;
+            let (cin_g, cout_g) = (c.in_channels / c.groups, c.out_channels / c.groups);
+            let w_shape = if transpose {
+                [c.in_channels, cout_g, c.kernel]
+            } else {
+                [c.out_channels, cin_g, c.kernel]
+            };
+            let x = rng.vec(c.batch * c.in_channels * c.length);
+            let w = rng.vec(w_shape.iter().product());
+            let bias = rng.vec(c.out_channels);
+            let (xr, wr) = (x_in(x.clone()), rounded(&w));
+            let b = has_bias.then_some(&bias[..]);
+            let (want, lout) = if transpose {
+                (reference_transpose(&c, &xr, &wr, b), c.transpose_out_len())
+            } else {
+                (reference_conv(&c, &xr, &wr, b), c.conv_out_len())
+            };
+            let kind = if transpose {
+                "conv1d_transpose"
+            } else {
+                "conv1d"
+            };
+            let wp = packed(&mut rng, kind, c.groups, &w, &w_shape.map(i));
+            let mut args = conv_scalars(&c, transpose, has_bias, &[("kernel_size", i(c.kernel))]);
+            args.push((
+                "x",
+                Value::Tensor(Spec::input(x, &[i(c.batch), i(c.in_channels), i(c.length)])),
+            ));
+            args.push(("w", Value::Tensor(wp)));
+            if has_bias {
+                args.push((
+                    "bias",
+                    Value::Tensor(Spec::derived(bias, &[i(c.out_channels)])),
+                ));
+            }
+            let out = [i(c.batch), i(c.out_channels), i(lout.unwrap())];
+            args.push(("out", Value::Tensor(Spec::output(&out).deciding())));
+            let mut bad = conv_bad_scalars(&c, transpose);
+            bad.push(("kernel_size", Value::Int(0)));
+            let call = Call {
+                global: if transpose {
+                    "kokoro_tvm_ext.conv1d_transpose_bf16"
+                } else {
+                    "kokoro_tvm_ext.conv1d_bf16"
+                },
+                args,
+                want: vec![("out", want)],
+                rel: 2e-5,
+                bad,
+            };
+            check(&call, &mut rng);
+        }
+        // bf16_native takes no arguments.
+        let call = Call {
+            global: "kokoro_tvm_ext.bf16_native",
+            args: vec![],
+            want: vec![],
+            rel: 0.0,
+            bad: vec![],
+        };
+        check(&call, &mut rng);
     }
 }
 

@@ -16,6 +16,7 @@ pub mod gemm_bf16;
 pub mod interface;
 mod isa;
 mod job;
+pub mod legalize;
 pub mod lstm;
 pub mod matmul;
 mod scratch;
@@ -67,11 +68,14 @@ pub fn function_names() -> Vec<&'static str> {
         .iter()
         .chain(SETTINGS)
         .chain(INFO)
+        .chain(legalize::FUNCTIONS)
         .map(|(name, _)| *name)
         .collect()
 }
 
-/// Registers every function of [`KERNELS`], [`SETTINGS`] and [`INFO`] in TVM's global registry.
+/// Registers every function of [`KERNELS`], [`SETTINGS`], [`INFO`] and
+/// [`legalize::FUNCTIONS`] in TVM's global registry (registering the legalization
+/// handlers as global functions does not install them into TVM's op registry).
 ///
 /// Names that are registered already are left alone, so calling this twice (or
 /// from two copies of the extension) is harmless: the registry refuses a second
@@ -80,7 +84,7 @@ pub fn function_names() -> Vec<&'static str> {
 /// chosen after the library loads.
 pub fn register_all() -> Result<()> {
     let unregistered = |name: &str| Function::get_global(name).is_err();
-    for (name, make) in SETTINGS.iter().chain(INFO) {
+    for (name, make) in SETTINGS.iter().chain(INFO).chain(legalize::FUNCTIONS) {
         if unregistered(name) {
             Function::register_global(name, make())?;
         }

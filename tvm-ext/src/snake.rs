@@ -139,6 +139,40 @@ mod tests {
     }
 
     #[test]
+    fn random_calls_through_the_registry_match_the_reference_and_bad_ones_name_the_argument() {
+        use crate::tensor::fuzz::{check, size, Call, Spec, Value};
+        use crate::tensor::testing::Rng;
+        let mut rng = Rng(0x5ae_0001);
+        for _ in 0..30 {
+            let (b, c, l) = (size(&mut rng, 3), 1 + 2 * rng.below(4), size(&mut rng, 40));
+            let xv: Vec<f32> = rng.vec(b * c * l).iter().map(|v| v * 4.0).collect();
+            // Non-zero, either sign.
+            let av: Vec<f32> = rng
+                .vec(c)
+                .iter()
+                .map(|v| v.signum() * (0.2 + v.abs()))
+                .collect();
+            let want = reference(&xv, &av, c, l)
+                .iter()
+                .map(|&v| (v as f64, v.abs() as f64))
+                .collect();
+            let shape = [b as i64, c as i64, l as i64];
+            let call = Call {
+                global: "kokoro_tvm_ext.snake",
+                args: vec![
+                    ("x", Value::Tensor(Spec::input(xv, &shape))),
+                    ("alpha", Value::Tensor(Spec::derived(av, &[1, c as i64, 1]))),
+                    ("out", Value::Tensor(Spec::output(&shape))),
+                ],
+                want: vec![("out", want)],
+                rel: 2e-6,
+                bad: vec![],
+            };
+            check(&call, &mut rng);
+        }
+    }
+
+    #[test]
     fn zero_alpha_is_refused() {
         let mut x = Owned::new(vec![0.0f32; 2], &[1, 1, 2]);
         let mut a = Owned::new(vec![0.0f32], &[1, 1, 1]);

@@ -104,18 +104,26 @@ pub fn expect_len(name: &str, len: usize, dims: &[usize]) -> Result<()> {
     Ok(())
 }
 
-fn base_ptr<E: Element>(t: &TensorView) -> Result<*mut E> {
+/// The address of `t`'s first element, which must be aligned to its element
+/// type: slices (and the kernels' loads) require it.
+fn base_ptr<E: Element>(t: &TensorView, name: &str) -> Result<*mut E> {
     let raw = unsafe { &*t.as_raw() };
     let offset = raw.byte_offset as usize;
-    ensure!(
-        offset.is_multiple_of(std::mem::size_of::<E>()),
-        VALUE_ERROR,
-        "byte_offset {offset} is not a multiple of the element size"
-    );
     if t.numel() > 0 && t.data_ptr().is_null() {
-        bail!(VALUE_ERROR, "tensor has elements but a null data pointer");
+        bail!(
+            VALUE_ERROR,
+            "{name}: tensor has elements but a null data pointer"
+        );
     }
-    Ok(unsafe { (t.data_ptr() as *mut u8).add(offset) as *mut E })
+    let align = std::mem::align_of::<E>();
+    let address = (t.data_ptr() as usize).wrapping_add(offset);
+    ensure!(
+        address.is_multiple_of(align),
+        VALUE_ERROR,
+        "{name}: data pointer {:p} + byte_offset {offset} is not aligned to its {align}-byte elements",
+        t.data_ptr()
+    );
+    Ok(address as *mut E)
 }
 
 /// The bytes `t`'s elements occupy (from the lowest to one past the highest
@@ -160,7 +168,7 @@ pub fn input<'a, E: Element>(t: &TensorView, name: &str) -> Result<Cow<'a, [E]>>
     if n == 0 {
         return Ok(Cow::Owned(Vec::new()));
     }
-    let base = base_ptr::<E>(t)?;
+    let base = base_ptr::<E>(t, name)?;
     if t.is_contiguous() {
         return Ok(Cow::Borrowed(unsafe {
             std::slice::from_raw_parts(base, n)
@@ -201,7 +209,7 @@ pub fn output<'a, E: Element>(t: &TensorView, name: &str) -> Result<&'a mut [E]>
     if n == 0 {
         return Ok(&mut []);
     }
-    let base = base_ptr::<E>(t)?;
+    let base = base_ptr::<E>(t, name)?;
     Ok(unsafe { std::slice::from_raw_parts_mut(base, n) })
 }
 
@@ -251,7 +259,7 @@ pub fn strided_input<'a, E: Element>(t: &TensorView, name: &str) -> Result<Strid
             strides,
         });
     }
-    let base = base_ptr::<E>(t)?;
+    let base = base_ptr::<E>(t, name)?;
     let data = unsafe { std::slice::from_raw_parts(base as *const E, last + 1) };
     Ok(Strided {
         data,
@@ -259,6 +267,9 @@ pub fn strided_input<'a, E: Element>(t: &TensorView, name: &str) -> Result<Strid
         strides,
     })
 }
+
+#[cfg(test)]
+pub(crate) mod fuzz;
 
 #[cfg(test)]
 pub(crate) mod testing {
@@ -282,6 +293,11 @@ pub(crate) mod testing {
 
         pub fn vec(&mut self, n: usize) -> Vec<f32> {
             (0..n).map(|_| self.next()).collect()
+        }
+
+        /// Uniform in `0..n`, `n >= 1`.
+        pub fn below(&mut self, n: usize) -> usize {
+            (((self.next() + 1.0) * 0.5 * n as f32) as usize).min(n - 1)
         }
     }
 

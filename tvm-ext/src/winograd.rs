@@ -251,10 +251,15 @@ fn conv1d_packed(args: &[AnyView]) -> Result<()> {
 
 fn check_geometry(cfg: &Conv1dConfig) -> Result<()> {
     ensure!(
-        cfg.stride == 1 && cfg.groups == 1,
+        cfg.stride == 1,
         VALUE_ERROR,
-        "conv1d_winograd: only stride 1 and groups 1 are supported, got stride={} groups={}",
-        cfg.stride,
+        "conv1d_winograd: stride: only 1 is supported, got {}",
+        cfg.stride
+    );
+    ensure!(
+        cfg.groups == 1,
+        VALUE_ERROR,
+        "conv1d_winograd: groups: only 1 is supported, got {}",
         cfg.groups
     );
     Ok(())
@@ -1028,7 +1033,8 @@ mod tests {
         let uv = u.view();
         let e = run([2, 1, 1, 1, 1, 0, 3], &uv);
         assert!(
-            e.message().contains("only stride 1 and groups 1"),
+            e.message()
+                .contains("conv1d_winograd: stride: only 1 is supported, got 2"),
             "{}",
             e.message()
         );
@@ -1093,6 +1099,85 @@ mod tests {
             let gf = 2.0 * (ch * ch * k * len) as f64 / 1e9;
             println!("C={ch:5} L={len:6} K={k:2} d={d}: direct {:7.2} ms ({:5.0} GF/s) winograd {:7.2} ms ({:4.2}x) rel err {err:.1e}",
                 td * 1e3, gf / td, tw * 1e3, td / tw);
+        }
+    }
+
+    #[test]
+    fn random_calls_through_the_registry_match_the_reference_and_bad_ones_name_the_argument() {
+        use crate::tensor::fuzz::{
+            call_returning, check, conv_bad_scalars, conv_scalars, elements, size, Call, Spec,
+            Value,
+        };
+        use crate::tensor::testing::Rng;
+        let mut rng = Rng(0x3196_0001);
+        for _ in 0..24 {
+            let k = [3, 5, 7, 11][rng.below(4)];
+            let c = Conv1dConfig {
+                batch: size(&mut rng, 2),
+                in_channels: 1 + rng.below(5),
+                out_channels: 1 + rng.below(5),
+                length: size(&mut rng, 40),
+                kernel: k,
+                stride: 1,
+                pad_left: rng.below(12),
+                pad_right: rng.below(12),
+                dilation: 1 + rng.below(3),
+                groups: 1,
+                output_padding: 0,
+            };
+            let Some(lout) = c.conv_out_len() else {
+                continue;
+            };
+            let has_bias = rng.below(2) == 1;
+            let (cin, cout) = (c.in_channels as i64, c.out_channels as i64);
+            let w_shape = [cout, cin, k as i64];
+            let (x, w, bias) = (
+                rng.vec(c.batch * c.in_channels * c.length),
+                rng.vec(c.out_channels * c.in_channels * k),
+                rng.vec(c.out_channels),
+            );
+            let want = reference_conv(&c, &x, &w, has_bias.then_some(&bias[..]));
+            // Pack through the registry, from a random layout of w.
+            let pack = vec![("w", Value::Tensor(Spec::input(w.clone(), &w_shape)))];
+            let u = call_returning("kokoro_tvm_ext.pack_winograd", &pack, &mut rng).unwrap();
+            let u_shape = u.shape().to_vec();
+            let pack_call = Call {
+                global: "kokoro_tvm_ext.pack_winograd",
+                args: pack,
+                want: vec![],
+                rel: 0.0,
+                bad: vec![],
+            };
+            check(&pack_call, &mut rng);
+            let mut args = conv_scalars(&c, false, has_bias, &[("kernel_size", k as i64)]);
+            args.push((
+                "x",
+                Value::Tensor(Spec::input(x, &[c.batch as i64, cin, c.length as i64])),
+            ));
+            args.push((
+                "w",
+                Value::Tensor(Spec::derived(elements::<f32>(&u), &u_shape)),
+            ));
+            if has_bias {
+                args.push(("bias", Value::Tensor(Spec::derived(bias, &[cout]))));
+            }
+            let out = [c.batch as i64, cout, lout as i64];
+            args.push(("out", Value::Tensor(Spec::output(&out).deciding())));
+            let mut bad = conv_bad_scalars(&c, false);
+            bad.extend([
+                ("stride", Value::Int(2)),
+                ("groups", Value::Int(2)),
+                ("kernel_size", Value::Int(4)),
+                ("kernel_size", Value::Int(0)),
+            ]);
+            let call = Call {
+                global: "kokoro_tvm_ext.conv1d_winograd",
+                args,
+                want: vec![("out", want)],
+                rel: if k == 11 { 2e-4 } else { 2e-5 },
+                bad,
+            };
+            check(&call, &mut rng);
         }
     }
 }

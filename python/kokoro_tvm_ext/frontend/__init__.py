@@ -43,8 +43,10 @@ def from_exported_program(
 ):
     """TVM's ``from_exported_program`` with our converters added.
 
-    - ``lstm_impl``: "plugin" calls the Rust kernel at run time; "tir" emits
-      PrimFuncs with a serial time loop, for builds that run without the plugin.
+    - ``lstm_impl``: "plugin" emits the op ``kokoro_tvm_ext.lstm``, which becomes
+      the Rust kernel in our pipeline or with ``kernels_enabled()``, else the TIR
+      implementation; "tir" emits that directly (PrimFuncs with a serial time
+      loop), for builds that run without the plugin.
     - ``random_seed``: ``rand``/``randn`` (and ``*_like``) become seeded,
       deterministic noise (random.py); it cannot match torch's generator, so
       noise that must match belongs in the model's inputs.

@@ -6,19 +6,47 @@ Two ops reach here:
 - ``lstm.input``: upstream ``aten.lstm.input`` (kept whole by our
   decomposition table in frontend/__init__.py).
 
-Both become a single ``R.call_dps_packed("kokoro_tvm_ext.lstm", ...)`` with
-symbolic shapes (impl="plugin"), or a loop of TIR PrimFuncs with a serial time
+Both become a single call of the Relax op ``kokoro_tvm_ext.lstm`` (impl="plugin",
+see :func:`lstm_op`), which legalizes to the Rust kernel in our pipeline
+(``DispatchToPluginKernels``) and in stock pipelines with the kernels enabled
+(``kokoro_tvm_ext.kernels_enabled()``), and to the TIR implementation otherwise; or
+directly to that TIR implementation, Relax ops plus PrimFuncs with a serial time
 loop (impl="tir", see lstm_tir.py). Either way the IR size does not depend on T.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, replace
 
+import tvm
+import tvm_ffi
 from tvm import relax
 
-from ..kernels import call as kernel_call
+from .. import kernels
 from .common import tensor_dtype
+
+#: The op's name, also the kernel's global name.
+OP_NAME = "kokoro_tvm_ext.lstm"
+#: The level of the op's own ``FLegalize`` (the TIR implementation), TVM's level for its ops' own.
+OWN_LEGALIZATION_LEVEL = 10
+
+
+@functools.cache
+def lstm_op() -> tvm.ir.Op:
+    """The plugin's LSTM as a Relax op, registered on first use.
+
+    The Rust library registers the op and its type inference (``tvm-ext/src/legalize/lstm_op.rs``);
+    here its own legalization, the TIR implementation (lstm_tir.py), which ``kokoro_tvm_ext.enable_kernels()``
+    keeps for when the kernels are off. Its arguments are the kernel's (``kernels.arguments("lstm", ...)``).
+    """
+    tvm_ffi.get_global_func("kokoro_tvm_ext.legalize.register_lstm_op")()
+    op = tvm.ir.Op.get(OP_NAME)
+    if op.get_attr("FLegalize") is None:
+        from .lstm_tir import legalize_lstm
+
+        tvm.ir.register_op_attr(OP_NAME, "FLegalize", legalize_lstm, level=OWN_LEGALIZATION_LEVEL)
+    return op
 
 
 @dataclass
@@ -43,16 +71,44 @@ class LSTMCall:
     def hidden(self) -> int:
         return int(self.weights[1].ty.shape[1])
 
-    def batch_and_time(self):
-        shape = self.x.ty.shape
-        return (shape[0], shape[1]) if self.batch_first else (shape[1], shape[0])
+    def op_arguments(self) -> list[relax.Expr]:
+        """The arguments of the ``kokoro_tvm_ext.lstm`` op (and kernel) for this LSTM."""
+        # torch's flat weights: w_ih, w_hh[, b_ih, b_hh] per layer and direction, forward first.
+        names = ("w_ih", "w_hh", "b_ih", "b_hh")[: 4 if self.has_biases else 2]
+        weights = [dict(zip(names, self.weights[i : i + len(names)])) for i in range(0, len(self.weights), len(names))]
+        return kernels.arguments(
+            "lstm",
+            num_layers=self.num_layers,
+            bidirectional=int(self.bidirectional),
+            batch_first=int(self.batch_first),
+            has_biases=int(self.has_biases),
+            has_lengths=int(self.lengths is not None),
+            has_state=int(self.h0 is not None),
+            x=self.x,
+            lengths=self.lengths,
+            h0=self.h0,
+            c0=self.c0,
+            weights=weights,
+        )
 
-    def out_types(self) -> list:
-        shape = self.x.ty.shape
-        B, _ = self.batch_and_time()
-        state = relax.TensorType([self.num_layers * self.directions, B, self.hidden], "float32")
-        y = relax.TensorType([shape[0], shape[1], self.directions * self.hidden], "float32")
-        return [y, state, state]
+    @classmethod
+    def from_op(cls, call: relax.Call) -> LSTMCall:
+        """The LSTM a ``kokoro_tvm_ext.lstm`` call computes."""
+        args = kernels.read_arguments("lstm", list(call.args))
+        if args is None:
+            raise ValueError(f"{OP_NAME}: its arguments do not fit the kernel's interface: {call}")
+        weights = [w for entry in args["weights"] for w in entry.values()]
+        return cls(
+            args["x"],
+            args.get("lengths"),
+            args.get("h0"),
+            args.get("c0"),
+            weights,
+            args["num_layers"],
+            bool(args["bidirectional"]),
+            bool(args["batch_first"]),
+            bool(args["has_biases"]),
+        )
 
 
 def check(call: LSTMCall) -> None:
@@ -70,31 +126,11 @@ def check(call: LSTMCall) -> None:
 
 
 def emit_plugin(bb: relax.BlockBuilder, call: LSTMCall) -> relax.Expr:
-    """One call_dps_packed to the Rust kernel, its arguments by name (kernels.py)."""
+    """One call of the ``kokoro_tvm_ext.lstm`` op, which the Rust library types."""
     check(call)
-    lengths = call.lengths
-    if lengths is not None and tensor_dtype(lengths) != "int64":
-        lengths = bb.emit(relax.op.astype(lengths, "int64"))
-    # torch's flat weights: w_ih, w_hh[, b_ih, b_hh] per layer and direction, forward first.
-    names = ("w_ih", "w_hh", "b_ih", "b_hh")[: 4 if call.has_biases else 2]
-    weights = [dict(zip(names, call.weights[i : i + len(names)])) for i in range(0, len(call.weights), len(names))]
-    return bb.emit(
-        kernel_call(
-            "lstm",
-            call.out_types(),
-            num_layers=call.num_layers,
-            bidirectional=int(call.bidirectional),
-            batch_first=int(call.batch_first),
-            has_biases=int(call.has_biases),
-            has_lengths=int(lengths is not None),
-            has_state=int(call.h0 is not None),
-            x=call.x,
-            lengths=lengths,
-            h0=call.h0,
-            c0=call.c0,
-            weights=weights,
-        )
-    )
+    if call.lengths is not None and tensor_dtype(call.lengths) != "int64":
+        call = replace(call, lengths=bb.emit(relax.op.astype(call.lengths, "int64")))
+    return bb.emit(relax.Call(lstm_op(), call.op_arguments()))
 
 
 def emit(bb, call: LSTMCall, impl: str) -> relax.Expr:

@@ -1,6 +1,7 @@
 """impl="tir": the LSTM as Relax ops plus a TIR PrimFunc with a serial time loop.
 
-For builds that must run without the plugin library. Per layer and direction:
+For builds that must run without the plugin library, and the legalization of
+the ``kokoro_tvm_ext.lstm`` op when the kernels are off. Per layer and direction:
 the input projection of every time step is one Relax matmul (which TVM
 schedules like any other), then a PrimFunc walks time serially for each
 sequence, honouring its length: the reverse direction starts at
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from functools import cache
 
+import tvm
 from tvm import relax
 from tvm.script import tirx as T
 
@@ -75,14 +77,17 @@ def recurrence(hidden: int, reverse: bool):
 
 
 def emit_tir(bb: relax.BlockBuilder, call) -> relax.Expr:
-    """Emit the whole (multi-layer, bidirectional) LSTM; returns (y, h_n, c_n)."""
+    """Emit the whole (multi-layer, bidirectional) LSTM; returns (y, h_n, c_n).
+
+    Each ``bb.emit`` takes one op whose arguments are bound already (see :class:`_Legalizing`).
+    """
     op = relax.op
     H, D = call.hidden, call.directions
     x = call.x if call.batch_first else bb.emit(op.permute_dims(call.x, [1, 0, 2]))
     B, steps = x.ty.shape[0], x.ty.shape[1]
     lengths = call.lengths
     if lengths is None:
-        full = op.shape_to_tensor(relax.ShapeExpr([steps]))
+        full = bb.emit(op.shape_to_tensor(relax.ShapeExpr([steps])))
         lengths = bb.emit(op.broadcast_to(full, relax.ShapeExpr([B])))
     elif str(lengths.ty.dtype) != "int64":
         lengths = bb.emit(op.astype(lengths, "int64"))
@@ -95,10 +100,9 @@ def emit_tir(bb: relax.BlockBuilder, call) -> relax.Expr:
         for d in range(D):
             index = layer * D + d
             w = call.weights[index * per_dir : (index + 1) * per_dir]
-            gates = op.matmul(layer_in, op.permute_dims(w[0], [1, 0]))
+            gates = bb.emit(op.matmul(layer_in, bb.emit(op.permute_dims(w[0], [1, 0]))))
             if call.has_biases:
-                gates = op.add(gates, op.add(w[2], w[3]))
-            gates = bb.emit(gates)
+                gates = bb.emit(op.add(gates, bb.emit(op.add(w[2], w[3]))))
             if call.h0 is None:
                 h0 = c0 = zeros
             else:
@@ -114,10 +118,39 @@ def emit_tir(bb: relax.BlockBuilder, call) -> relax.Expr:
                 )
             )
             outs.append(bb.emit(relax.TupleGetItem(result, 0)))
-            h_list.append(op.expand_dims(relax.TupleGetItem(result, 1), 0))
-            c_list.append(op.expand_dims(relax.TupleGetItem(result, 2), 0))
+            h_list.append(bb.emit(op.expand_dims(bb.emit(relax.TupleGetItem(result, 1)), 0)))
+            c_list.append(bb.emit(op.expand_dims(bb.emit(relax.TupleGetItem(result, 2)), 0)))
         layer_in = bb.emit(op.concat(outs, axis=2)) if D > 1 else outs[0]
     y = layer_in if call.batch_first else bb.emit(op.permute_dims(layer_in, [1, 0, 2]))
     h_n = bb.emit(op.concat(h_list, axis=0))
     c_n = bb.emit(op.concat(c_list, axis=0))
     return bb.emit(relax.Tuple([y, h_n, c_n]))
+
+
+class _Legalizing:
+    """A legalization's block builder as :func:`emit_tir` uses it: each op it emits is legalized first.
+
+    ``LegalizeOps`` legalizes the expression a handler returns, not the bindings the handler emits, so
+    those go through their ops' ``FLegalize`` here (the kernels' for the matmuls, if they are on).
+    """
+
+    def __init__(self, bb: relax.BlockBuilder):
+        self._bb = bb
+
+    def emit(self, expr: relax.Expr) -> relax.Var:
+        expr = self._bb.normalize(expr)
+        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op):
+            legalize = expr.op.get_attr("FLegalize")
+            if legalize is not None:
+                expr = legalize(self._bb, expr)
+        return self._bb.emit(expr)
+
+    def add_func(self, func, name: str):
+        return self._bb.add_func(func, name)
+
+
+def legalize_lstm(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
+    """``FLegalize`` of the ``kokoro_tvm_ext.lstm`` op without the kernels: the TIR implementation."""
+    from .lstm import LSTMCall
+
+    return emit_tir(_Legalizing(bb), LSTMCall.from_op(call))

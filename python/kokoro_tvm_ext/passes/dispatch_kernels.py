@@ -3,12 +3,19 @@
 ``relax.nn.conv1d``, ``relax.nn.conv1d_transpose`` and ``relax.matmul``
 (with a 2-D right-hand side, i.e. every linear layer) on float32 become
 ``call_dps_packed`` calls to ``kokoro_tvm_ext.conv1d`` /
-``conv1d_transpose`` / ``matmul``. A ``relax.matmul`` of two activations
+``conv1d_transpose`` / ``matmul``, and the frontend's LSTM op
+``kokoro_tvm_ext.lstm`` a call of the LSTM kernel. A ``relax.matmul`` of two activations
 (ALBERT's attention, ``q @ k^T`` and ``probs @ v``) becomes
 ``kokoro_tvm_ext.batch_matmul``; a swap of the last two axes feeding it is
 read through strides instead of copied. Stock TVM's CPU pipeline leaves
 these unscheduled (single thread, no tiling), and they are ~90% of Kokoro's
 time. Anything the kernels do not cover (other layouts or dtypes) is left to TVM.
+
+Which convolutions, linear layers and LSTMs the kernels take, and the calls they become,
+is decided in Rust (``kokoro_tvm_ext.legalize.to_kernel``, tvm-ext/src/legalize/),
+by the same rules ``kokoro_tvm_ext.enable_kernels()`` puts into stock pipelines;
+this pass adds what needs the whole graph: weights seen through the broadcast a
+symbolic batch adds, and attention's transposes.
 """
 
 from __future__ import annotations
@@ -18,6 +25,8 @@ from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 from tvm.sym import Analyzer
 
+from ..frontend.lstm import lstm_op
+from ..kernel_legalize import to_kernel
 from ..kernels import call as kernel_call
 from ._relax_utils import in_scope, is_f32, is_one, map_functions, same_shape, shape_of
 
@@ -28,78 +37,20 @@ BROADCAST_TO = tvm.ir.Op.get("relax.broadcast_to")
 MULTIPLY = tvm.ir.Op.get("relax.multiply")
 PERMUTE_DIMS = tvm.ir.Op.get("relax.permute_dims")
 RESHAPE = tvm.ir.Op.get("relax.reshape")
+LSTM = lstm_op()
 
 
-def _out_f32(attrs) -> bool:
-    """out_dtype unset (the inputs' float32) or float32."""
-    return attrs.out_dtype is None or str(attrs.out_dtype) in ("", "float32")
+def rust_rule(call: relax.Call, _lookup, _builder):
+    """conv1d / conv1d_transpose / the LSTM: the Rust rule, the one ``enable_kernels()`` uses in stock pipelines."""
+    return to_kernel(call)
 
 
-def _ints(values) -> list[int]:
-    return [int(v) for v in values]
-
-
-def _kernel_can_take(call: relax.Call, kernel_layout: str) -> bool:
-    """float32 in and out, in the layouts torch uses (the kernels' layouts)."""
-    a = call.attrs
-    return (
-        (a.data_layout, a.kernel_layout, a.out_layout) == ("NCW", kernel_layout, "NCW")
-        and _out_f32(a)
-        and all(is_f32(x) for x in call.args)
-    )
-
-
-def conv1d_call(call: relax.Call, _lookup):
-    if not _kernel_can_take(call, "OIW"):
-        return None
-    a = call.attrs
-    (stride,), (left, right), (dilation,) = _ints(a.strides), _ints(a.padding), _ints(a.dilation)
+def matmul_call(call: relax.Call, lookup, builder):
     x, w = call.args
-    return kernel_call(
-        "conv1d",
-        call.ty,
-        stride=stride,
-        pad_left=left,
-        pad_right=right,
-        dilation=dilation,
-        groups=int(a.groups),
-        has_bias=0,
-        x=x,
-        w=w,
-    )
-
-
-def conv1d_transpose_call(call: relax.Call, _lookup):
-    if not _kernel_can_take(call, "IOW"):
+    out_dtype = call.attrs.out_dtype
+    if out_dtype is not None and str(out_dtype) not in ("", "float32"):
         return None
-    a = call.attrs
-    (stride,), (left, right), (out_pad,), (dilation,) = (
-        _ints(a.strides),
-        _ints(a.padding),
-        _ints(a.output_padding),
-        _ints(a.dilation),
-    )
-    x, w = call.args
-    return kernel_call(
-        "conv1d_transpose",
-        call.ty,
-        stride=stride,
-        pad_left=left,
-        pad_right=right,
-        output_padding=out_pad,
-        dilation=dilation,
-        groups=int(a.groups),
-        has_bias=0,
-        x=x,
-        w=w,
-    )
-
-
-def matmul_call(call: relax.Call, lookup):
-    x, w = call.args
-    if not (is_f32(x) and is_f32(w) and _out_f32(call.attrs)):
-        return None
-    if len(x.ty.shape) < 2 or len(w.ty.shape) < 2:
+    if not (is_f32(x) and is_f32(w)) or len(x.ty.shape) < 2 or len(w.ty.shape) < 2:
         return None
     # With a symbolic batch, torch's bmm decomposition broadcasts the weight to
     # [B, K, N]; the kernel wants the one [K, N] matrix it came from.
@@ -112,8 +63,9 @@ def matmul_call(call: relax.Call, lookup):
     # [1, K, N] weight; leading 1s are the same 2-D weight for every row.
     if 2 <= len(w_shape) <= len(x.ty.shape) and all(is_one(d) for d in w_shape[:-2]):
         if len(w_shape) > 2:
-            weight = relax.op.reshape(weight, w_shape[-2:])
-        return kernel_call("matmul", call.ty, has_bias=0, x=x, w=weight)
+            weight = builder.normalize(relax.op.reshape(weight, w_shape[-2:]))
+        # A linear layer: the Rust rule, as for conv1d.
+        return to_kernel(builder.normalize(relax.op.matmul(x, weight, out_dtype=call.attrs.out_dtype)))
     # Two activations (attention): batched, transposes read through strides.
     trans_x, x = _untransposed(x, lookup)
     trans_y, w = _untransposed(w, lookup)
@@ -175,8 +127,8 @@ def _is_scalar_constant(expr) -> bool:
     return all(is_one(d) for d in dims)
 
 
-# Each rewrite takes (call, lookup_binding) and returns the replacement, or None to keep the call.
-REWRITES = {CONV1D: conv1d_call, CONV1D_TRANSPOSE: conv1d_transpose_call, MATMUL: matmul_call}
+# Each rewrite takes (call, lookup_binding, block_builder) and returns the replacement, or None to keep the call.
+REWRITES = {CONV1D: rust_rule, CONV1D_TRANSPOSE: rust_rule, MATMUL: matmul_call, LSTM: rust_rule}
 
 
 @mutator
@@ -186,13 +138,13 @@ class _Dispatcher(PyExprMutator):
         rewrite = REWRITES.get(call.op)
         if rewrite is None:
             return call
-        replacement = rewrite(call, self.lookup_binding)
+        replacement = rewrite(call, self.lookup_binding, self.builder_)
         return call if replacement is None else replacement
 
 
 @tvm.transform.module_pass(opt_level=0, name="DispatchToPluginKernels")
 class DispatchToPluginKernels:
-    """conv1d, conv1d_transpose and float32 matmuls become plugin kernel calls (see module doc)."""
+    """conv1d, conv1d_transpose, float32 matmuls and the LSTM become plugin kernel calls (see module doc)."""
 
     def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
         return map_functions(mod, lambda _gvar, func: _Dispatcher(mod).visit_expr(func))
