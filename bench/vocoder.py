@@ -40,6 +40,7 @@ import time
 from pathlib import Path
 
 from kokoro_tvm_ext.benchmark.table import machine_line, print_table, set_threads
+from kokoro_tvm_ext.benchmark.timing import timed
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "vocoder"))
 from hifigan import CONFIGS, make_generator, random_mel  # noqa: E402
@@ -51,19 +52,6 @@ JSON_KEYS = ("config", "system", "audio_seconds", "frames", "seconds", "runs", "
 
 def frames_for(seconds: float, hop: int) -> int:
     return round(seconds * SAMPLE_RATE / hop)
-
-
-def timed(fn, repeat: int, warmup: int = 1):
-    """(median seconds of ``repeat`` runs after ``warmup`` untimed ones, the last result)."""
-    for _ in range(warmup):
-        fn()
-    times, out = [], None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - start)
-    times.sort()
-    return times[len(times) // 2], out
 
 
 def load() -> str:

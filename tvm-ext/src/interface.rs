@@ -111,6 +111,15 @@ pub struct Interface {
     pub entries: &'static [Entry],
 }
 
+impl Interface {
+    /// Whether a single (not grouped) parameter is named `name`.
+    pub fn has(&self, name: &str) -> bool {
+        self.entries
+            .iter()
+            .any(|e| matches!(e, Entry::One(p) if p.name == name))
+    }
+}
+
 const fn param(name: &'static str, kind: Kind, when: When) -> Entry {
     Entry::One(Param { name, kind, when })
 }

@@ -26,11 +26,11 @@ import argparse
 import json
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from ..assets.voices import DEFAULT_VOICE
 from ..model_spec import MAX_TOKENS, SAMPLE_RATE, add_boundary_ids
+from .timing import timed
 from .workers import in_subprocess, job_main, peak_rss_mb
 
 TEXTS = {  # 48 and 309 tokens with the default G2P
@@ -64,18 +64,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 # -- measuring, inside one worker process ------------------------------------------------
-
-
-def timed(fn, repeat: int):
-    """(median seconds of ``repeat`` runs after one warm-up, the last result)."""
-    fn()
-    times, out = [], None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - start)
-    times.sort()
-    return times[len(times) // 2], out
 
 
 def worker(job: dict) -> dict:

@@ -27,11 +27,7 @@ pub fn build(kernel: &Interface, out_ty: Any, args: &[(&str, Arg)]) -> Result<An
         )),
     };
     for (name, _) in args {
-        let known = kernel
-            .entries
-            .iter()
-            .any(|e| matches!(e, Entry::One(p) if p.name == *name));
-        if !known {
+        if !kernel.has(name) {
             tvm_ffi::bail!(INTERNAL_ERROR, "{who}: no parameter named {name}");
         }
     }

@@ -9,7 +9,7 @@ use tvm_ffi::{Any, Result};
 
 use super::ir::{out_dtype_is_f32_or_unset, Node, TensorInfo};
 use super::kernel_call::{build, Arg};
-use crate::interface;
+use crate::interface::{self, Interface};
 
 /// The operands as f32 tensors of the given ranks (`None`: any rank >= 2), or `None`.
 fn f32_operands(call: &Node, ranks: &[Option<i64>]) -> Result<Option<Vec<Node>>> {
@@ -67,10 +67,20 @@ fn padding(attrs: &Node) -> Result<Option<(i64, i64)>> {
 
 /// `relax.nn.conv1d` (NCW data, OIW weight) -> `kokoro_tvm_ext.conv1d`.
 pub fn conv1d(call: &Node) -> Result<Option<Any>> {
-    let Some(attrs) = conv_attrs(call, ["NCW", "OIW", "NCW"])? else {
+    convolution(call, "OIW", &interface::CONV1D)
+}
+
+/// `relax.nn.conv1d_transpose` (NCW data, IOW weight) -> `kokoro_tvm_ext.conv1d_transpose`.
+pub fn conv1d_transpose(call: &Node) -> Result<Option<Any>> {
+    convolution(call, "IOW", &interface::CONV1D_TRANSPOSE)
+}
+
+/// Either convolution: the attrs both have, plus `output_padding` where the kernel takes it.
+fn convolution(call: &Node, kernel_layout: &str, kernel: &Interface) -> Result<Option<Any>> {
+    let Some(attrs) = conv_attrs(call, ["NCW", kernel_layout, "NCW"])? else {
         return Ok(None);
     };
-    let Some(args) = f32_operands(call, &[Some(3), Some(3)])? else {
+    let Some(operands) = f32_operands(call, &[Some(3), Some(3)])? else {
         return Ok(None);
     };
     let (Some(stride), Some((left, right)), Some(dilation)) = (
@@ -80,57 +90,23 @@ pub fn conv1d(call: &Node) -> Result<Option<Any>> {
     ) else {
         return Ok(None);
     };
-    let groups: i64 = attrs.field("groups")?.try_into()?;
-    build(
-        &interface::CONV1D,
-        call.field("ty")?,
-        &[
-            ("stride", Arg::Int(stride)),
-            ("pad_left", Arg::Int(left)),
-            ("pad_right", Arg::Int(right)),
-            ("dilation", Arg::Int(dilation)),
-            ("groups", Arg::Int(groups)),
-            ("has_bias", Arg::Int(0)),
-            ("x", Arg::Expr(args[0].as_any())),
-            ("w", Arg::Expr(args[1].as_any())),
-        ],
-    )
-    .map(Some)
-}
-
-/// `relax.nn.conv1d_transpose` (NCW data, IOW weight) -> `kokoro_tvm_ext.conv1d_transpose`.
-pub fn conv1d_transpose(call: &Node) -> Result<Option<Any>> {
-    let Some(attrs) = conv_attrs(call, ["NCW", "IOW", "NCW"])? else {
-        return Ok(None);
-    };
-    let Some(args) = f32_operands(call, &[Some(3), Some(3)])? else {
-        return Ok(None);
-    };
-    let (Some(stride), Some((left, right)), Some(output_padding), Some(dilation)) = (
-        single(&attrs, "strides")?,
-        padding(&attrs)?,
-        single(&attrs, "output_padding")?,
-        single(&attrs, "dilation")?,
-    ) else {
-        return Ok(None);
-    };
-    let groups: i64 = attrs.field("groups")?.try_into()?;
-    build(
-        &interface::CONV1D_TRANSPOSE,
-        call.field("ty")?,
-        &[
-            ("stride", Arg::Int(stride)),
-            ("pad_left", Arg::Int(left)),
-            ("pad_right", Arg::Int(right)),
-            ("output_padding", Arg::Int(output_padding)),
-            ("dilation", Arg::Int(dilation)),
-            ("groups", Arg::Int(groups)),
-            ("has_bias", Arg::Int(0)),
-            ("x", Arg::Expr(args[0].as_any())),
-            ("w", Arg::Expr(args[1].as_any())),
-        ],
-    )
-    .map(Some)
+    let mut args = vec![
+        ("stride", Arg::Int(stride)),
+        ("pad_left", Arg::Int(left)),
+        ("pad_right", Arg::Int(right)),
+        ("dilation", Arg::Int(dilation)),
+        ("groups", Arg::Int(attrs.field("groups")?.try_into()?)),
+        ("has_bias", Arg::Int(0)),
+        ("x", Arg::Expr(operands[0].as_any())),
+        ("w", Arg::Expr(operands[1].as_any())),
+    ];
+    if kernel.has("output_padding") {
+        let Some(output_padding) = single(&attrs, "output_padding")? else {
+            return Ok(None);
+        };
+        args.push(("output_padding", Arg::Int(output_padding)));
+    }
+    build(kernel, call.field("ty")?, &args).map(Some)
 }
 
 /// `relax.matmul` of an activation `[..., M, K]` and a 2-D weight `[K, N]`
