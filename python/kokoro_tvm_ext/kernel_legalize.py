@@ -23,6 +23,7 @@ wherever they run.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 
 import tvm_ffi
@@ -37,12 +38,40 @@ def _function(name: str):
     return tvm_ffi.get_global_func(_PREFIX + name)
 
 
+#: The plugin's LSTM op, also the LSTM kernel's global name.
+LSTM_OP_NAME = "kokoro_tvm_ext.lstm"
+#: The level of the LSTM op's own ``FLegalize`` (the TIR implementation): TVM's level for its ops' own.
+LSTM_OWN_LEGALIZATION_LEVEL = 10
+
+
+def _lstm_in_tir(bb, call):
+    # Imported on use: the frontend package imports the converters and torch.
+    from .frontend.lstm_tir import legalize_lstm
+
+    return legalize_lstm(bb, call)
+
+
+@functools.cache
+def lstm_op():
+    """The plugin's LSTM as a Relax op (``tvm.ir.Op``), registered on first use.
+
+    The Rust library registers the op and its type inference (``tvm-ext/src/legalize/lstm_op.rs``); here its
+    own legalization, the TIR implementation (frontend/lstm_tir.py), which our handler hands calls to when the
+    kernels are off. Its arguments are the kernel's (``kernels.arguments("lstm", ...)``).
+    """
+    import tvm
+
+    _function("register_lstm_op")()
+    op = tvm.ir.Op.get(LSTM_OP_NAME)
+    if op.get_attr("FLegalize") is None:
+        tvm.ir.register_op_attr(LSTM_OP_NAME, "FLegalize", _lstm_in_tir, level=LSTM_OWN_LEGALIZATION_LEVEL)
+    return op
+
+
 def _install() -> None:
     # TVM registers its own handlers, which ours hand unsupported calls to, when tvm.relax is imported;
-    # the LSTM op's own (the TIR implementation) is ours, registered with the op.
+    # the LSTM op's own (the TIR implementation) comes with the op.
     import tvm.relax  # noqa: F401
-
-    from .frontend.lstm import lstm_op
 
     lstm_op()
     _function("install")(PRIORITY_LEVEL)

@@ -16,37 +16,14 @@ loop (impl="tir", see lstm_tir.py). Either way the IR size does not depend on T.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, replace
 
-import tvm
-import tvm_ffi
 from tvm import relax
 
 from .. import kernels
+from ..kernel_legalize import LSTM_OP_NAME as OP_NAME
+from ..kernel_legalize import lstm_op
 from .common import tensor_dtype
-
-#: The op's name, also the kernel's global name.
-OP_NAME = "kokoro_tvm_ext.lstm"
-#: The level of the op's own ``FLegalize`` (the TIR implementation), TVM's level for its ops' own.
-OWN_LEGALIZATION_LEVEL = 10
-
-
-@functools.cache
-def lstm_op() -> tvm.ir.Op:
-    """The plugin's LSTM as a Relax op, registered on first use.
-
-    The Rust library registers the op and its type inference (``tvm-ext/src/legalize/lstm_op.rs``);
-    here its own legalization, the TIR implementation (lstm_tir.py), which ``kokoro_tvm_ext.enable_kernels()``
-    keeps for when the kernels are off. Its arguments are the kernel's (``kernels.arguments("lstm", ...)``).
-    """
-    tvm_ffi.get_global_func("kokoro_tvm_ext.legalize.register_lstm_op")()
-    op = tvm.ir.Op.get(OP_NAME)
-    if op.get_attr("FLegalize") is None:
-        from .lstm_tir import legalize_lstm
-
-        tvm.ir.register_op_attr(OP_NAME, "FLegalize", legalize_lstm, level=OWN_LEGALIZATION_LEVEL)
-    return op
 
 
 @dataclass

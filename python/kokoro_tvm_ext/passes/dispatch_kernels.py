@@ -25,8 +25,7 @@ from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 from tvm.sym import Analyzer
 
-from ..frontend.lstm import lstm_op
-from ..kernel_legalize import to_kernel
+from ..kernel_legalize import lstm_op, to_kernel
 from ..kernels import call as kernel_call
 from ._relax_utils import in_scope, is_f32, is_one, map_functions, same_shape, shape_of
 
