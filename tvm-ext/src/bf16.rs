@@ -971,10 +971,7 @@ mod tests {
 
     #[test]
     fn random_calls_through_the_registry_match_the_reference_and_bad_ones_name_the_argument() {
-        use crate::conv::reference::{reference_conv, reference_transpose};
-        use crate::tensor::fuzz::{
-            check, conv_bad_scalars, conv_scalars, random_config, size, Call, Spec, Value,
-        };
+        use crate::tensor::fuzz::{check, conv_bad_scalars, size, Call, ConvCase, Spec, Value};
         let mut rng = Rng(0xbf16_0001);
         // Where bf16 is not native the inputs stay f32.
         let x_in = |v: Vec<f32>| if native_bf16() { rounded(&v) } else { v };
@@ -1024,53 +1021,24 @@ mod tests {
                 check(&call, &mut rng);
                 continue;
             }
-            let transpose = case % 3 == 1;
-            let c = random_config(&mut rng, transpose);
-            let has_bias = rng.below(2) == 1;
-            let (cin_g, cout_g) = (c.in_channels / c.groups, c.out_channels / c.groups);
-            let w_shape = if transpose {
-                [c.in_channels, cout_g, c.kernel]
-            } else {
-                [c.out_channels, cin_g, c.kernel]
-            };
-            let x = rng.vec(c.batch * c.in_channels * c.length);
-            let w = rng.vec(w_shape.iter().product());
-            let bias = rng.vec(c.out_channels);
-            let (xr, wr) = (x_in(x.clone()), rounded(&w));
-            let b = has_bias.then_some(&bias[..]);
-            let (want, lout) = if transpose {
-                (reference_transpose(&c, &xr, &wr, b), c.transpose_out_len())
-            } else {
-                (reference_conv(&c, &xr, &wr, b), c.conv_out_len())
-            };
-            let kind = if transpose {
+            let case = ConvCase::random(&mut rng, case % 3 == 1);
+            let c = &case.c;
+            let want = case.reference(&x_in(case.x.clone()), &rounded(&case.w));
+            let kind = if case.transpose {
                 "conv1d_transpose"
             } else {
                 "conv1d"
             };
-            let wp = packed(&mut rng, kind, c.groups, &w, &w_shape.map(i));
-            let mut args = conv_scalars(&c, transpose, has_bias, &[("kernel_size", i(c.kernel))]);
+            let wp = packed(&mut rng, kind, c.groups, &case.w, &case.w_shape().map(i));
+            let mut args = case.args(wp, &[("kernel_size", i(c.kernel))]);
             args.push((
-                "x",
-                Value::Tensor(Spec::input(x, &[i(c.batch), i(c.in_channels), i(c.length)])),
+                "out",
+                Value::Tensor(Spec::output(&case.out_shape()).deciding()),
             ));
-            args.push(("w", Value::Tensor(wp)));
-            if has_bias {
-                args.push((
-                    "bias",
-                    Value::Tensor(Spec::derived(bias, &[i(c.out_channels)])),
-                ));
-            }
-            let out = [i(c.batch), i(c.out_channels), i(lout.unwrap())];
-            args.push(("out", Value::Tensor(Spec::output(&out).deciding())));
-            let mut bad = conv_bad_scalars(&c, transpose);
+            let mut bad = conv_bad_scalars(c, case.transpose);
             bad.push(("kernel_size", Value::Int(0)));
             let call = Call {
-                global: if transpose {
-                    "kokoro_tvm_ext.conv1d_transpose_bf16"
-                } else {
-                    "kokoro_tvm_ext.conv1d_bf16"
-                },
+                global: case.global(true),
                 args,
                 want: vec![("out", want)],
                 rel: 2e-5,

@@ -540,54 +540,19 @@ fn bench_conv() {
 
 #[test]
 fn random_calls_through_the_registry_match_the_reference_and_bad_ones_name_the_argument() {
-    use crate::tensor::fuzz::{
-        check, conv_bad_scalars, conv_scalars, random_config, Call, Spec, Value,
-    };
+    use crate::tensor::fuzz::{check, conv_bad_scalars, Call, ConvCase, Spec, Value};
     let mut rng = Rng(0xc0a7_0001);
     for case in 0..48 {
-        let transpose = case % 2 == 1;
-        let c = random_config(&mut rng, transpose);
-        let has_bias = rng.below(2) == 1;
-        let (cin_g, cout_g) = (c.in_channels / c.groups, c.out_channels / c.groups);
-        let w_shape = if transpose {
-            [c.in_channels, cout_g, c.kernel]
-        } else {
-            [c.out_channels, cin_g, c.kernel]
-        };
-        let x = rng.vec(c.batch * c.in_channels * c.length);
-        let w = rng.vec(w_shape.iter().product());
-        let bias = rng.vec(c.out_channels);
-        let b = has_bias.then_some(&bias[..]);
-        let (want, lout) = if transpose {
-            (reference_transpose(&c, &x, &w, b), c.transpose_out_len())
-        } else {
-            (reference_conv(&c, &x, &w, b), c.conv_out_len())
-        };
-        let i = |v: usize| v as i64;
-        let mut args = conv_scalars(&c, transpose, has_bias, &[]);
-        args.push((
-            "x",
-            Value::Tensor(Spec::input(x, &[i(c.batch), i(c.in_channels), i(c.length)])),
-        ));
-        args.push(("w", Value::Tensor(Spec::input(w, &w_shape.map(i)))));
-        if has_bias {
-            args.push((
-                "bias",
-                Value::Tensor(Spec::derived(bias, &[i(c.out_channels)])),
-            ));
-        }
-        let out = [i(c.batch), i(c.out_channels), i(lout.unwrap())];
-        args.push(("out", Value::Tensor(Spec::output(&out))));
+        let case = ConvCase::random(&mut rng, case % 2 == 1);
+        let w = Spec::input(case.w.clone(), &case.w_shape().map(|v| v as i64));
+        let mut args = case.args(w, &[]);
+        args.push(("out", Value::Tensor(Spec::output(&case.out_shape()))));
         let call = Call {
-            global: if transpose {
-                "kokoro_tvm_ext.conv1d_transpose"
-            } else {
-                "kokoro_tvm_ext.conv1d"
-            },
+            global: case.global(false),
             args,
-            want: vec![("out", want)],
+            want: vec![("out", case.reference(&case.x, &case.w))],
             rel: 1e-5,
-            bad: conv_bad_scalars(&c, transpose),
+            bad: conv_bad_scalars(&case.c, case.transpose),
         };
         check(&call, &mut rng);
     }

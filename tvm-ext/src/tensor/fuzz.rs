@@ -805,7 +805,7 @@ pub fn size(rng: &mut Rng, max: usize) -> usize {
 // ---------------------------------------------------------------------------
 
 /// A random geometry with an output of at least one element along L.
-pub fn random_config(rng: &mut Rng, transpose: bool) -> Conv1dConfig {
+fn random_config(rng: &mut Rng, transpose: bool) -> Conv1dConfig {
     loop {
         let groups = 1 + rng.below(3);
         let c = Conv1dConfig {
@@ -837,6 +837,94 @@ pub fn random_config(rng: &mut Rng, transpose: bool) -> Conv1dConfig {
         if lout.is_some() {
             return c;
         }
+    }
+}
+
+/// One random convolution call: geometry, data, and the parts of its argument list.
+pub struct ConvCase {
+    pub c: Conv1dConfig,
+    pub transpose: bool,
+    pub has_bias: bool,
+    pub x: Vec<f32>,
+    pub w: Vec<f32>,
+    pub bias: Vec<f32>,
+}
+
+impl ConvCase {
+    /// Draws, in this order: the geometry, has_bias, x, w, bias.
+    pub fn random(rng: &mut Rng, transpose: bool) -> ConvCase {
+        let c = random_config(rng, transpose);
+        let has_bias = rng.below(2) == 1;
+        let x = rng.vec(c.batch * c.in_channels * c.length);
+        let mut case = ConvCase {
+            c,
+            transpose,
+            has_bias,
+            x,
+            w: Vec::new(),
+            bias: Vec::new(),
+        };
+        case.w = rng.vec(case.w_shape().iter().product());
+        case.bias = rng.vec(case.c.out_channels);
+        case
+    }
+
+    /// torch's weight layouts: `[out, in / groups, k]`, transposed `[in, out / groups, k]`.
+    pub fn w_shape(&self) -> [usize; 3] {
+        let c = &self.c;
+        if self.transpose {
+            [c.in_channels, c.out_channels / c.groups, c.kernel]
+        } else {
+            [c.out_channels, c.in_channels / c.groups, c.kernel]
+        }
+    }
+
+    /// The naive reference on `x` and `w` (the case's own, or rounded copies).
+    pub fn reference(&self, x: &[f32], w: &[f32]) -> Vec<(f64, f64)> {
+        let b = self.has_bias.then_some(&self.bias[..]);
+        if self.transpose {
+            crate::conv::reference::reference_transpose(&self.c, x, w, b)
+        } else {
+            crate::conv::reference::reference_conv(&self.c, x, w, b)
+        }
+    }
+
+    pub fn out_shape(&self) -> [i64; 3] {
+        let lout = if self.transpose {
+            self.c.transpose_out_len()
+        } else {
+            self.c.conv_out_len()
+        };
+        [
+            self.c.batch as i64,
+            self.c.out_channels as i64,
+            lout.unwrap() as i64,
+        ]
+    }
+
+    /// The kernel's global name: the f32 or the bf16 one.
+    pub fn global(&self, bf16: bool) -> &'static str {
+        match (self.transpose, bf16) {
+            (false, false) => "kokoro_tvm_ext.conv1d",
+            (true, false) => "kokoro_tvm_ext.conv1d_transpose",
+            (false, true) => "kokoro_tvm_ext.conv1d_bf16",
+            (true, true) => "kokoro_tvm_ext.conv1d_transpose_bf16",
+        }
+    }
+
+    /// The scalars (then `extra`), `x`, the given `w` and the bias when there is one; `out` is the caller's.
+    pub fn args(&self, w: Spec, extra: &[(&'static str, i64)]) -> Vec<(&'static str, Value)> {
+        let c = &self.c;
+        let i = |v: usize| v as i64;
+        let mut args = conv_scalars(c, self.transpose, self.has_bias, extra);
+        let x = Spec::input(self.x.clone(), &[i(c.batch), i(c.in_channels), i(c.length)]);
+        args.push(("x", Value::Tensor(x)));
+        args.push(("w", Value::Tensor(w)));
+        if self.has_bias {
+            let bias = Spec::derived(self.bias.clone(), &[i(c.out_channels)]);
+            args.push(("bias", Value::Tensor(bias)));
+        }
+        args
     }
 }
 
