@@ -83,6 +83,10 @@ pub fn function_names() -> Vec<&'static str> {
 /// sized (`threads::size_pool_from_env`), which is why the count can still be
 /// chosen after the library loads.
 pub fn register_all() -> Result<()> {
+    // Check-then-register is two registry calls: one caller at a time, or two threads
+    // (the cargo tests) race and the second registration of a name fails.
+    static REGISTERING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = REGISTERING.lock().unwrap_or_else(|e| e.into_inner());
     let unregistered = |name: &str| Function::get_global(name).is_err();
     for (name, make) in SETTINGS.iter().chain(INFO).chain(legalize::FUNCTIONS) {
         if unregistered(name) {
