@@ -14,7 +14,7 @@
 //! - `to_kernel(call)`: the kernel call for `call`, or None (what our own
 //!   pipeline uses, before TVM legalizes);
 //! - `install(level)`, `set_enabled(on)`, `enter_scope()`, `exit_scope()`,
-//!   `active()`, `installed_level()`: the switch.
+//!   `active()`: the switch.
 use tvm_ffi::{Any, AnyView, Function, Result, TYPE_ERROR};
 
 pub mod ir;
@@ -100,9 +100,6 @@ pub const FUNCTIONS: &[(&str, Constructor)] = &[
     }),
     ("kokoro_tvm_ext.legalize.active", || {
         Function::from_typed(|| -> Result<bool> { Ok(switch::active()) })
-    }),
-    ("kokoro_tvm_ext.legalize.installed_level", || {
-        Function::from_typed(|| -> Result<i64> { Ok(switch::installed_level().unwrap_or(-1)) })
     }),
 ];
 

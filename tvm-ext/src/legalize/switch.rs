@@ -122,12 +122,6 @@ pub fn stock(index: usize) -> Result<Function> {
     }
 }
 
-/// The priority level we are installed at, if we are.
-pub fn installed_level() -> Option<i64> {
-    let installed = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
-    installed.as_ref().map(|done| done.level)
-}
-
 pub fn set_process_wide(on: bool) {
     PROCESS_WIDE.store(on, Ordering::SeqCst);
 }
