@@ -971,7 +971,9 @@ mod tests {
 
     #[test]
     fn random_calls_through_the_registry_match_the_reference_and_bad_ones_name_the_argument() {
-        use crate::tensor::fuzz::{check, conv_bad_scalars, size, Call, ConvCase, Spec, Value};
+        use crate::tensor::fuzz::{
+            check, conv_bad_scalars, reference_matmul, size, Call, ConvCase, Spec, Value,
+        };
         let mut rng = Rng(0xbf16_0001);
         // Where bf16 is not native the inputs stay f32.
         let x_in = |v: Vec<f32>| if native_bf16() { rounded(&v) } else { v };
@@ -982,19 +984,7 @@ mod tests {
                 let has_bias = rng.below(2) == 1;
                 let (x, w, bias) = (rng.vec(rows * k), rng.vec(k * n), rng.vec(n));
                 let (xr, wr) = (x_in(x.clone()), rounded(&w));
-                let mut want = vec![(0.0f64, 0.0f64); rows * n];
-                for r in 0..rows {
-                    for j in 0..n {
-                        let b = if has_bias { bias[j] as f64 } else { 0.0 };
-                        let (mut v, mut mag) = (b, b.abs());
-                        for l in 0..k {
-                            let p = xr[r * k + l] as f64 * wr[l * n + j] as f64;
-                            v += p;
-                            mag += p.abs();
-                        }
-                        want[r * n + j] = (v, mag);
-                    }
-                }
+                let want = reference_matmul((rows, k, n), &xr, &wr, has_bias.then_some(&bias[..]));
                 let wp = packed(&mut rng, "matmul", 1, &w, &[i(k), i(n)]);
                 let mut args = vec![
                     ("has_bias", Value::Int(has_bias as i64)),

@@ -498,7 +498,7 @@ mod tests {
 
     #[test]
     fn random_calls_through_the_registry_match_the_reference_and_bad_ones_name_the_argument() {
-        use crate::tensor::fuzz::{check, size, Call, Spec, Value};
+        use crate::tensor::fuzz::{check, reference_matmul, size, Call, Spec, Value};
         use crate::tensor::testing::Rng;
         let mut rng = Rng(0x3a7_0001);
         for _ in 0..40 {
@@ -507,19 +507,7 @@ mod tests {
             let rows: usize = lead.iter().product();
             let has_bias = rng.below(2) == 1;
             let (x, w, bias) = (rng.vec(rows * k), rng.vec(k * n), rng.vec(n));
-            let mut want = vec![(0.0f64, 0.0f64); rows * n];
-            for r in 0..rows {
-                for j in 0..n {
-                    let b = if has_bias { bias[j] as f64 } else { 0.0 };
-                    let (mut v, mut mag) = (b, b.abs());
-                    for l in 0..k {
-                        let p = x[r * k + l] as f64 * w[l * n + j] as f64;
-                        v += p;
-                        mag += p.abs();
-                    }
-                    want[r * n + j] = (v, mag);
-                }
-            }
+            let want = reference_matmul((rows, k, n), &x, &w, has_bias.then_some(&bias[..]));
             let shape = |last: usize| -> Vec<i64> {
                 lead.iter().chain([&last]).map(|&d| d as i64).collect()
             };
