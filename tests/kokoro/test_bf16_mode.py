@@ -49,3 +49,23 @@ def test_bf16_audio_is_within_30_db_of_pytorch_fp32(bf16_runtime, kokoro_model, 
     snr = snr_db(audio, ref_audio)
     print(f"{n_tokens} tokens: bf16 SNR vs PyTorch fp32 {snr:.1f} dB")
     assert snr >= 30.0
+
+
+def test_bf16_spectrum_differs_from_pytorch_less_than_another_noise_draw(bf16_runtime, kokoro_model):
+    """The fast mode judged as vocoders are: by log-mel L1 against PyTorch fp32 fed the same noise.
+
+    The bound is PyTorch's own: the same model in fp32 with a different noise draw. A lossy mode
+    whose spectrum moves less than re-drawing SineGen's noise does is not audible as loss.
+    """
+    from kokoro_tvm_ext.benchmark.fidelity import log_mel_l1
+
+    pytest.importorskip("librosa")
+    rng = np.random.default_rng(7)
+    tokens = rng.integers(1, 178, 40).astype(np.int64)
+    style = (rng.standard_normal((1, 256)) * 0.3).astype(np.float32)
+    audio, _ = bf16_runtime.synthesize(tokens, style, speed=2.0, noise_seed=5)
+    ref_audio, _ = reference(kokoro_model, tokens, style, speed=2.0, noise_seed=5)
+    other_draw, _ = reference(kokoro_model, tokens, style, speed=2.0, noise_seed=6)
+    ours, floor = log_mel_l1(audio, ref_audio), log_mel_l1(other_draw, ref_audio)
+    print(f"bf16 log-mel L1 vs PyTorch fp32 {ours:.4f}; another noise draw {floor:.4f}")
+    assert ours < floor

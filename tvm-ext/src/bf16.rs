@@ -42,7 +42,7 @@ use crate::conv::{
 use crate::gemm::{threads, SharedMut};
 use crate::gemm_bf16::{
     as_u32, gemm_bf16, gemm_bf16_shared, isa, native_bf16, pack_a, pack_b, pack_pair, pairs,
-    unpack_a, unpack_b, PackedA, PackedB, MR, NR,
+    unpack_a_into, unpack_b_into, PackedA, PackedB, MR, NR,
 };
 use crate::interface;
 use crate::job::{internal, JobError};
@@ -184,6 +184,36 @@ fn packed_weights<'a>(who: &str, w: &TensorView, shape: &[i64]) -> Result<Cow<'a
     })
 }
 
+/// Where bf16 is not native: `run` on the weights unpacked to f32 by `unpack`,
+/// in a buffer this thread keeps between calls (a fresh buffer per call, filled
+/// serially, was a tenth of a short synthesis in page faults and unpacking).
+fn with_f32_weights<R>(
+    len: usize,
+    unpack: impl FnOnce(&mut [f32]),
+    run: impl FnOnce(&[f32]) -> R,
+) -> R {
+    thread_local!(static WEIGHTS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) });
+    WEIGHTS.with(|kept| {
+        // A nested call on this thread (a rayon worker running another job) gets its own buffer.
+        let (mut kept_buf, mut own);
+        let buf: &mut Vec<f32> = match kept.try_borrow_mut() {
+            Ok(b) => {
+                kept_buf = b;
+                &mut kept_buf
+            }
+            Err(_) => {
+                own = Vec::new();
+                &mut own
+            }
+        };
+        if buf.len() < len {
+            buf.resize(len, 0.0);
+        }
+        unpack(&mut buf[..len]);
+        run(&buf[..len])
+    })
+}
+
 // ---------------------------------------------------------------------------
 // conv1d.
 // ---------------------------------------------------------------------------
@@ -270,21 +300,26 @@ pub fn conv_bf16_forward(
         "{who}: buffer lengths do not match {cfg:?}"
     );
     if !native_bf16() {
-        let unpacked: Vec<f32> = w
-            .chunks_exact(per_group.max(1))
-            .flat_map(|p| {
+        let group_len = cin_g * cout_g * k;
+        let unpack = |f32_w: &mut [f32]| {
+            for (p, dst) in w
+                .chunks_exact(per_group.max(1))
+                .zip(f32_w.chunks_exact_mut(group_len.max(1)))
+            {
                 if transpose {
-                    unpack_b(p, cin_g, cout_g * k)
+                    unpack_b_into(p, cin_g, cout_g * k, dst)
                 } else {
-                    unpack_a(p, cout_g, cin_g * k)
+                    unpack_a_into(p, cout_g, cin_g * k, dst)
                 }
-            })
-            .collect();
-        return if transpose {
-            conv1d_transpose_forward(cfg, x, &unpacked, bias, out)
-        } else {
-            conv1d_forward(cfg, x, &unpacked, bias, out)
+            }
         };
+        return with_f32_weights(g * group_len, unpack, |f32_w| {
+            if transpose {
+                conv1d_transpose_forward(cfg, x, f32_w, bias, out)
+            } else {
+                conv1d_forward(cfg, x, f32_w, bias, out)
+            }
+        });
     }
     let r = if transpose {
         transpose_bf16(cfg, lout, x, w, bias, out, TUNING)
@@ -527,7 +562,10 @@ pub fn matmul_bf16_forward(
         "{WHO}: buffer lengths do not match rows={rows}, k={k}, n={n}"
     );
     if !native_bf16() {
-        return matmul_forward(rows, k, n, x, &unpack_b(w, k, n), bias, out);
+        let unpack = |f32_w: &mut [f32]| unpack_b_into(w, k, n, f32_w);
+        return with_f32_weights(k * n, unpack, |f32_w| {
+            matmul_forward(rows, k, n, x, f32_w, bias, out)
+        });
     }
     if rows == 0 || n == 0 {
         return Ok(());

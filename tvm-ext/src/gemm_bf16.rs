@@ -240,36 +240,56 @@ pub(crate) fn pack_pair(
     Ok(())
 }
 
-/// The f32 values of a packed `rows x k` [`PackedA`], row-major.
-pub(crate) fn unpack_a(data: &[u32], rows: usize, k: usize) -> Vec<f32> {
-    let kp = pairs(k);
-    let mut out = vec![0.0f32; rows * k];
-    for (idx, v) in out.iter_mut().enumerate() {
-        let (i, l) = (idx / k, idx % k);
-        let p = data[((i / MR) * kp + l / 2) * MR + i % MR];
-        *v = from_bf16(if l % 2 == 0 {
-            p as u16
-        } else {
-            (p >> 16) as u16
-        });
-    }
-    out
+/// The two values of a packed pair.
+fn halves(p: u32) -> [f32; 2] {
+    [from_bf16(p as u16), from_bf16((p >> 16) as u16)]
 }
 
-/// The f32 values of a packed `k x cols` [`PackedB`], row-major.
-pub(crate) fn unpack_b(data: &[u32], k: usize, cols: usize) -> Vec<f32> {
+/// Writes the f32 values of a packed `rows x k` [`PackedA`] into `out`
+/// (row-major, `rows * k`), one panel of [`MR`] rows per rayon job.
+pub(crate) fn unpack_a_into(data: &[u32], rows: usize, k: usize, out: &mut [f32]) {
     let kp = pairs(k);
-    let mut out = vec![0.0f32; k * cols];
-    for (idx, v) in out.iter_mut().enumerate() {
-        let (l, j) = (idx / cols, idx % cols);
-        let p = data[((j / NR) * kp + l / 2) * NR + j % NR];
-        *v = from_bf16(if l % 2 == 0 {
-            p as u16
-        } else {
-            (p >> 16) as u16
-        });
+    if k == 0 {
+        return;
     }
-    out
+    out[..rows * k]
+        .par_chunks_mut(MR * k)
+        .enumerate()
+        .for_each(|(panel, dst)| {
+            let src = &data[panel * kp * MR..][..kp * MR];
+            for (q, pairs) in src.chunks_exact(MR).enumerate() {
+                for (r, row) in dst.chunks_exact_mut(k).enumerate() {
+                    let [lo, hi] = halves(pairs[r]);
+                    row[2 * q] = lo;
+                    if 2 * q + 1 < k {
+                        row[2 * q + 1] = hi;
+                    }
+                }
+            }
+        });
+}
+
+/// Writes the f32 values of a packed `k x cols` [`PackedB`] into `out`
+/// (row-major, `k * cols`), one pair of rows per rayon job.
+pub(crate) fn unpack_b_into(data: &[u32], k: usize, cols: usize, out: &mut [f32]) {
+    let kp = pairs(k);
+    if cols == 0 {
+        return;
+    }
+    out[..k * cols]
+        .par_chunks_mut(2 * cols)
+        .enumerate()
+        .for_each(|(q, dst)| {
+            // Rows 2q and 2q + 1 (none when k is odd and this is the last pair).
+            let (even, odd) = dst.split_at_mut(cols);
+            let pair = |j: usize| halves(data[((j / NR) * kp + q) * NR + j % NR]);
+            for (j, v) in even.iter_mut().enumerate() {
+                *v = pair(j)[0];
+            }
+            for (j, v) in odd.iter_mut().enumerate() {
+                *v = pair(j)[1];
+            }
+        });
 }
 
 // ---------------------------------------------------------------------------
@@ -707,14 +727,11 @@ mod tests {
             let mut pb = vec![0u32; PackedB::len(k, n)];
             pack_a(m, k, |i, l| a[i * k + l], &mut pa).unwrap();
             pack_b(k, n, |l, j| b[l * n + j], &mut pb).unwrap();
-            assert_eq!(
-                unpack_a(&pa, m, k),
-                a.iter().map(|&v| round_bf16(v)).collect::<Vec<_>>()
-            );
-            assert_eq!(
-                unpack_b(&pb, k, n),
-                b.iter().map(|&v| round_bf16(v)).collect::<Vec<_>>()
-            );
+            let (mut ua, mut ub) = (vec![f32::NAN; m * k], vec![f32::NAN; k * n]);
+            unpack_a_into(&pa, m, k, &mut ua);
+            unpack_b_into(&pb, k, n, &mut ub);
+            assert_eq!(ua, a.iter().map(|&v| round_bf16(v)).collect::<Vec<_>>());
+            assert_eq!(ub, b.iter().map(|&v| round_bf16(v)).collect::<Vec<_>>());
             let pa = PackedA {
                 data: &pa,
                 rows: m,

@@ -1,23 +1,34 @@
-"""End-to-end Kokoro-82M: our TVM artifact vs PyTorch eager vs ONNX Runtime, side by side.
+"""End-to-end Kokoro-82M: our TVM artifact against every CPU runtime people use for it, side by side.
 
 The same texts (48 and 309 tokens), the same weights (the offline default, or
 --weights), the same voice, the same thread count, median of --repeat runs
 after one warm-up.
 
 Rows:
-  tvm       our compiled artifact (compiled first if it is not cached)
-  tvm-fast  the same with precision="bf16" (bf16 convolutions and matmuls, f32
-            accumulation; f32 where the CPU lacks AVX512-BF16)
-  torch     hexgrad's KModel, eager
-  ort-int8  ONNX Runtime on the int8 export our offline weights come from
-  ort-fp32  ONNX Runtime on that export with its quantization undone: the same
-            fp32 weights as every other row (see onnx_fp32.py)
+  tvm            our compiled artifact (compiled first if it is not cached)
+  tvm-fast       the same with precision="bf16" (bf16 convolutions and matmuls, f32
+                 accumulation; f32 where the CPU lacks AVX512-BF16)
+  torch          hexgrad's KModel, eager
+  torch-compile  KModel's forward through torch.compile (inductor)
+  zentorch       the same with AMD's zentorch backend, where it loads for the torch in use
+  openvino-fp32  OpenVINO's CPU plugin on the fp32 ONNX graph below, f32 precision hint
+  openvino-bf16  the same with the bf16 hint (f32 where the CPU has no bf16 instructions)
+  ort-int8       ONNX Runtime on the int8 export our offline weights come from
+  ort-fp32       ONNX Runtime on that export with its quantization undone: the same
+                 fp32 weights as every other row (see onnx_fp32.py)
 
 Text -> tokens (G2P) runs once, up front. Each system then runs in a fresh
-process that gets only tokens and style (the tvm row with torch blocked from
-import, as deployed), so its peak RSS is what it needs to
-synthesize; compiling and model conversion happen in a separate process
-before any timing. A per-stage breakdown is printed for tvm and torch.
+process that gets only tokens and style (the tvm rows with torch blocked from
+import, as deployed), so its peak RSS is what it needs to synthesize. "compile s"
+is each row's one-time cost: our compile, ONNX Runtime's session, OpenVINO's
+conversion, torch.compile's first call (less a steady call).
+
+Fidelity, every row against PyTorch fp32 with our seeded noise (fidelity.py):
+log-mel L1 (HiFi-GAN's mel distance), a multi-resolution STFT distance, waveform
+SNR (only where the lengths agree), and, with the recognizer extra, Whisper
+base's word error rate against the text. Only the tvm rows get the reference's
+noise; the others draw their own, so the torch row's distances are the noise
+floor: the same model in the same precision, only the noise differs.
 """
 
 from __future__ import annotations
@@ -42,9 +53,35 @@ TEXTS = {  # 48 and 309 tokens with the default G2P
         "An edge box or a server needs to know the cost per second of audio."
     ),
 }
-SYSTEMS = ["tvm", "tvm-fast", "torch", "ort-int8", "ort-fp32"]
-PRECISION = {"tvm": "fp32", "tvm-fast": "bf16"}
-JSON_KEYS = ("system", "tokens", "seconds", "audio_seconds", "rtf", "peak_rss_mb", "compile_seconds", "snr_db")
+SYSTEMS = [
+    "tvm",
+    "tvm-fast",
+    "torch",
+    "torch-compile",
+    "zentorch",
+    "openvino-fp32",
+    "openvino-bf16",
+    "ort-int8",
+    "ort-fp32",
+]
+OURS = {"tvm": "fp32", "tvm-fast": "bf16"}  # row -> the artifact's precision
+ONNX_ROWS = {"ort-int8": "int8", "ort-fp32": "fp32", "openvino-fp32": "fp32", "openvino-bf16": "fp32"}
+JSON_KEYS = (
+    "system",
+    "tokens",
+    "seconds",
+    "audio_seconds",
+    "rtf",
+    "peak_rss_mb",
+    "compile_seconds",
+    "log_mel_l1",
+    "mrstft",
+    "snr_db",
+    "wer",
+    "noise",
+    "note",
+    "unavailable",
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,6 +97,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SYSTEM",
         help=f"rows to measure (default: all of {' '.join(SYSTEMS)})",
     )
+    parser.add_argument(
+        "--no-transcribe", action="store_true", help="skip the recognizer's word error rate (Whisper base, ~1 s/row)"
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the rows to PATH as JSON")
 
 
@@ -68,57 +108,66 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def worker(job: dict) -> dict:
     """Synthesize ``job``'s tokens with one system; the row for the table."""
+    import time
+
     import numpy as np
 
+    from . import peers
+
     data = np.load(job["inputs"])
-    tokens, style, repeat = data["tokens"], data["style"], job["repeat"]
+    tokens, style, repeat, system = data["tokens"], data["style"], job["repeat"], job["system"]
     ids = add_boundary_ids(tokens)[None]
-    row = {"system": job["system"], "tokens": int(tokens.size)}
-    if job["system"] in PRECISION:
-        from kokoro_tvm_ext.runtime import KokoroTVM
-
-        tts = KokoroTVM(job["artifact"])
-        seconds, (audio, _) = timed(lambda: tts.synthesize(tokens, style), repeat)
-        row["stages"] = tvm_stages(tts, ids, style)
-    elif job["system"] == "torch":
-        import torch
-
-        from kokoro_tvm_ext.assets import load_model
-
-        torch.set_num_threads(job["threads"])
-        model = load_model(job["weights"])
-        ids_t, style_t = torch.from_numpy(ids), torch.from_numpy(style)
-        with torch.no_grad():
-            seconds, (audio, _) = timed(lambda: model.forward_with_tokens(ids_t, style_t, 1.0), repeat)
-            row["stages"] = torch_stages(model, ids_t, style_t)
-        audio = audio.numpy()
-    else:
-        import onnxruntime as ort
-
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads, opts.inter_op_num_threads = job["threads"], 1
-        session = ort.InferenceSession(job["onnx"], opts, providers=["CPUExecutionProvider"])
-        feed = {"tokens": ids, "style": style, "speed": np.ones(1, np.float32)}
-        seconds, (audio,) = timed(lambda: session.run(None, feed), repeat)
-    audio_seconds = np.asarray(audio).size / SAMPLE_RATE
+    row = {"system": system, "tokens": int(tokens.size), "noise": "same" if system in OURS else "own"}
+    start = time.perf_counter()
+    try:
+        run, stages = _runner(job, tokens, ids, style)
+    except peers.Unavailable as err:
+        return {**row, "unavailable": str(err)}
+    setup = time.perf_counter() - start
+    first = peers.first_call_seconds(run, ids, style)
+    seconds, audio = timed(lambda: run(ids, style), repeat)
+    if system not in OURS and system != "torch":  # ours: compiled ahead of time, the artifact's meta says how long
+        row["compile_seconds"] = setup + max(first - seconds, 0.0)
+    if getattr(run, "precision", None):
+        row["note"] = f"precision {run.precision}"
+    audio = np.asarray(audio, np.float32).reshape(-1)
+    audio_seconds = audio.size / SAMPLE_RATE
     row.update(seconds=seconds, audio_seconds=audio_seconds, rtf=seconds / audio_seconds, peak_rss_mb=peak_rss_mb())
-    if "audio_out" in job:  # for the SNR, which the driver computes
-        np.save(job["audio_out"], np.asarray(audio, np.float32))
+    if stages:
+        row["stages"] = stages()
+    if "audio_out" in job:  # the driver measures fidelity
+        np.save(job["audio_out"], audio)
     return row
 
 
-def snr_db(model, audio_path: str, inputs_path: str):
-    """SNR of the saved audio against PyTorch fp32 (hexgrad's KModel) fed the same
-    noise (``synthesize``'s default seed 0); None when the lengths differ."""
-    import numpy as np
+def _runner(job: dict, tokens, ids, style):
+    """(``run(ids, style) -> audio``, a per-stage timer or None) for ``job``'s system."""
+    from . import peers
 
-    from kokoro_tvm_ext.kokoro.reference import reference
+    system, threads = job["system"], job["threads"]
+    if system in OURS:
+        from kokoro_tvm_ext.runtime import KokoroTVM
 
-    data, audio = np.load(inputs_path), np.load(audio_path).astype(np.float64)
-    ref, _ = reference(model, data["tokens"], data["style"], speed=1.0, noise_seed=0)
-    if ref.shape != audio.shape:
-        return None
-    return float(10 * np.log10(np.sum(ref.astype(np.float64) ** 2) / np.sum((audio - ref) ** 2)))
+        tts = KokoroTVM(job["artifact"])
+        return (lambda ids, style: tts.synthesize(tokens, style)[0]), lambda: tvm_stages(tts, ids, style)
+    if system == "torch":
+        import torch
+
+        run, model = peers.torch_eager(job["weights"], threads)
+        ids_t, style_t = torch.from_numpy(ids), torch.from_numpy(style)
+
+        def stages():
+            with torch.no_grad():
+                return torch_stages(model, ids_t, style_t)
+
+        return run, stages
+    if system == "torch-compile":
+        return peers.torch_compiled(job["weights"], threads, "inductor"), None
+    if system == "zentorch":
+        return peers.torch_compiled(job["weights"], threads, "zentorch"), None
+    if system.startswith("openvino"):
+        return peers.openvino_model(job["onnx"], threads, system.split("-")[1].replace("fp32", "f32")), None
+    return peers.onnxruntime_session(job["onnx"], threads), None
 
 
 def tvm_stages(tts, ids, style) -> dict:
@@ -153,23 +202,23 @@ def torch_stages(model, ids, ref_s) -> dict:
 
 
 def prepare(job: dict) -> dict:
-    """What a system's worker needs on disk: the compiled artifact or the ONNX file."""
+    """What a system's worker needs on disk: the compiled artifact, the ONNX file or the weights."""
     from kokoro_tvm_ext.assets import resolve
 
     weights = resolve(job["weights"])
-    if job["system"] in PRECISION:
+    if job["system"] in OURS:
         from kokoro_tvm_ext.artifact_cache import ensure_artifact
         from kokoro_tvm_ext.runtime.artifact import read_meta
 
-        artifact = ensure_artifact(weights, precision=PRECISION[job["system"]])
+        artifact = ensure_artifact(weights, precision=OURS[job["system"]])
         return {"artifact": str(artifact), "compile_seconds": read_meta(artifact)["compile_seconds"]}
-    if job["system"] in ("ort-int8", "ort-fp32"):
-        return {"onnx": str(onnx_model(job["system"]))}
+    if job["system"] in ONNX_ROWS:
+        return {"onnx": str(onnx_model(ONNX_ROWS[job["system"]]))}
     return {"weights": str(weights.path)}
 
 
-def onnx_model(system: str) -> Path:
-    """The int8 export our weights come from, or (ort-fp32) the same graph dequantized."""
+def onnx_model(precision: str) -> Path:
+    """The int8 export our weights come from, or (fp32) the same graph dequantized."""
     from kokoro_tvm_ext.assets.cache import atomic_write, cache_dir
     from kokoro_tvm_ext.assets.onnx_parts import assemble_onnx
 
@@ -177,7 +226,7 @@ def onnx_model(system: str) -> Path:
     if not int8.is_file():
         with atomic_write(int8) as f:
             f.write(assemble_onnx())
-    if system == "ort-int8":
+    if precision == "int8":
         return int8
     fp32 = cache_dir() / "bench" / "kokoro-v1.0.dequantized-fp32.onnx"
     if not fp32.is_file():
@@ -208,10 +257,10 @@ def write_inputs(text: str, voice: str, weights, path: Path) -> None:
 def run(args) -> int:
     from kokoro_tvm_ext.assets import resolve
 
-    from .table import machine_line, print_table
+    from .table import machine_line
 
     weights = resolve(args.weights)
-    rows, jobs = [], []  # jobs[i] measured rows[i]
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         inputs = {}
         for key, text in TEXTS.items():
@@ -223,58 +272,109 @@ def run(args) -> int:
                 __name__, "prepare", {"system": system, "weights": args.weights}, args.threads, block_torch=False
             )
             for key in TEXTS:
-                job = {
-                    **ready,
-                    "system": system,
-                    "inputs": str(inputs[key]),
-                    "repeat": args.repeat,
-                    "threads": args.threads,
-                }
-                if system in PRECISION:
-                    job["audio_out"] = str(Path(tmp) / f"{system}-{key}.npy")
+                job = {**ready, "system": system, "inputs": str(inputs[key]), "repeat": args.repeat}
+                job.update(threads=args.threads, audio_out=str(Path(tmp) / f"{system}-{key}.npy"))
                 try:
-                    row = in_subprocess(__name__, "worker", job, args.threads, block_torch=system in PRECISION)
+                    row = in_subprocess(__name__, "worker", job, args.threads, block_torch=system in OURS)
                 except RuntimeError as err:
                     print(err, file=sys.stderr)
                     continue
                 if "compile_seconds" in ready:
                     row["compile_seconds"] = ready["compile_seconds"]
+                row.update(text=key, audio_path=job["audio_out"], inputs_path=job["inputs"])
                 rows.append(row)
-                jobs.append(job)
+                if "unavailable" in row:
+                    print(f"  {system} is unavailable: {row['unavailable']}", file=sys.stderr, flush=True)
+                    break
                 print(f"  measured {system} on the {key} text: RTF {row['rtf']:.3f}", file=sys.stderr, flush=True)
-        with_audio = [(r, job) for r, job in zip(rows, jobs) if "audio_out" in job]
-        if with_audio:
-            from kokoro_tvm_ext.assets import load_model
-
-            model = load_model(weights)
-            for r, job in with_audio:
-                r["snr_db"] = snr_db(model, job["audio_out"], job["inputs"])
+        measured = [r for r in rows if "unavailable" not in r]
+        add_fidelity(measured, weights, transcribe=not args.no_transcribe)
 
     print(machine_line(args.threads))
+    print_rows(rows)
+    if args.json:
+        Path(args.json).write_text(json.dumps([{k: r[k] for k in JSON_KEYS if k in r} for r in rows], indent=2))
+    failed = len(args.systems) * len(TEXTS) - len(measured) - sum(len(TEXTS) for r in rows if "unavailable" in r)
+    return 1 if failed else 0
+
+
+def add_fidelity(rows: list[dict], weights, transcribe: bool) -> None:
+    """Each row's distances from PyTorch fp32 fed our seeded noise (and its transcript's WER)."""
+    import numpy as np
+
+    from kokoro_tvm_ext.assets import load_model
+    from kokoro_tvm_ext.kokoro.reference import reference
+
+    from . import fidelity
+
+    print("measuring fidelity against PyTorch fp32", file=sys.stderr, flush=True)
+    model, references = load_model(weights), {}
+    recognizer = fidelity.transcriber() if transcribe else None
+    for r in rows:
+        if r["inputs_path"] not in references:
+            data = np.load(r["inputs_path"])
+            references[r["inputs_path"]] = reference(model, data["tokens"], data["style"], speed=1.0, noise_seed=0)[0]
+        ref, audio = references[r["inputs_path"]], np.load(r["audio_path"])
+        r.update(
+            log_mel_l1=fidelity.log_mel_l1(audio, ref),
+            mrstft=fidelity.mrstft(audio, ref),
+            snr_db=fidelity.snr_db(audio, ref),
+        )
+        if audio.size != ref.size:
+            r["note"] = "; ".join(filter(None, [r.get("note"), f"{audio.size - ref.size:+d} samples"]))
+        if recognizer:
+            r["wer"] = fidelity.word_error_rate(recognizer(audio), TEXTS[r["text"]])
+
+
+def print_rows(rows: list[dict]) -> None:
+    from .table import print_table
+
+    def num(r, key, fmt):
+        return "" if r.get(key) is None else format(r[key], fmt)
+
     print_table(
-        ["system", "tokens", "seconds", "audio s", "RTF", "peak RSS MB", "compile s", "SNR dB"],
+        ["system", "tokens", "seconds", "audio s", "RTF", "peak RSS MB", "compile s", "log-mel L1", "MR-STFT"]
+        + ["SNR dB", "WER", "noise", "note"],
         [
-            [
-                r["system"],
-                r["tokens"],
-                f"{r['seconds']:.3f}",
-                f"{r['audio_seconds']:.2f}",
-                f"{r['rtf']:.3f}",
-                f"{r['peak_rss_mb']:.0f}",
-                f"{r['compile_seconds']:.0f}" if "compile_seconds" in r else "",
-                "" if r.get("snr_db") is None else f"{r['snr_db']:.1f}",
-            ]
+            [r["system"], r["tokens"]]
+            + (
+                ["", "", "unavailable", "", "", "", "", "", "", "", r["unavailable"]]
+                if "unavailable" in r
+                else [
+                    num(r, "seconds", ".3f"),
+                    num(r, "audio_seconds", ".2f"),
+                    num(r, "rtf", ".3f"),
+                    num(r, "peak_rss_mb", ".0f"),
+                    num(r, "compile_seconds", ".0f"),
+                    num(r, "log_mel_l1", ".3f"),
+                    num(r, "mrstft", ".3f"),
+                    num(r, "snr_db", ".1f"),
+                    num(r, "wer", ".2f"),
+                    r["noise"],
+                    r.get("note", ""),
+                ]
+            )
             for r in rows
         ],
     )
+    print_targets([r for r in rows if "rtf" in r])
     print("\nper stage (seconds, medians):")
     print_table(
         ["system", "tokens", "stage", "seconds"],
         [[r["system"], r["tokens"], name, f"{t:.3f}"] for r in rows for name, t in r.get("stages", {}).items()],
     )
-    if args.json:
-        Path(args.json).write_text(json.dumps([{k: r[k] for k in JSON_KEYS if k in r} for r in rows], indent=2))
-    return 0 if len(rows) == len(args.systems) * len(TEXTS) else 1
+
+
+def print_targets(rows: list[dict]) -> None:
+    """Our RTF as a fraction of the fastest other row's, per text."""
+    for tokens in sorted({r["tokens"] for r in rows}):
+        peers = [r for r in rows if r["tokens"] == tokens and r["system"] not in OURS]
+        if not peers:
+            continue
+        best = min(peers, key=lambda r: r["rtf"])
+        mine = [r for r in rows if r["tokens"] == tokens and r["system"] in OURS]
+        ours = ", ".join(f"{r['system']} {r['rtf'] / best['rtf']:.2f}x" for r in mine)
+        print(f"{tokens} tokens: fastest peer {best['system']} (RTF {best['rtf']:.3f}); ours: {ours or 'not measured'}")
 
 
 def main(argv: list[str] | None = None) -> int:

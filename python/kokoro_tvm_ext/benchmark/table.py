@@ -20,13 +20,24 @@ def median_seconds(fn, repeat: int, warmup: int = 1) -> float:
 
 
 def machine_line(threads: int) -> str:
-    cpu = platform.processor() or platform.machine()
+    """The CPU (name, family/model, the vector extensions our kernels and the peers pick from) and threads."""
+    fields = {}
     try:
         with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
+            for line in f:
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
+    except OSError:
         pass
-    return f"machine: {cpu}, {os.cpu_count()} cores visible, {threads} threads used; python {platform.python_version()}"
+    cpu = fields.get("model name") or platform.processor() or platform.machine()
+    if "cpu family" in fields:
+        cpu += f" (family {fields['cpu family']} model {fields.get('model', '?')})"
+    flags = set(fields.get("flags", "").split())
+    isa = [f for f in ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_tile") if f in flags]
+    return (
+        f"machine: {cpu}, {' '.join(isa) or 'no AVX2'}; {os.cpu_count()} cores visible, {threads} threads used; "
+        f"python {platform.python_version()}"
+    )
 
 
 def set_threads(threads: int) -> None:
