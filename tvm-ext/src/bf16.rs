@@ -185,33 +185,17 @@ fn packed_weights<'a>(who: &str, w: &TensorView, shape: &[i64]) -> Result<Cow<'a
 }
 
 /// Where bf16 is not native: `run` on the weights unpacked to f32 by `unpack`,
-/// in a buffer this thread keeps between calls (a fresh buffer per call, filled
-/// serially, was a tenth of a short synthesis in page faults and unpacking).
+/// in a pooled buffer (a fresh buffer per call, filled serially, was a tenth of
+/// a short synthesis in page faults and unpacking).
 fn with_f32_weights<R>(
     len: usize,
     unpack: impl FnOnce(&mut [f32]),
     run: impl FnOnce(&[f32]) -> R,
 ) -> R {
-    thread_local!(static WEIGHTS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) });
-    WEIGHTS.with(|kept| {
-        // A nested call on this thread (a rayon worker running another job) gets its own buffer.
-        let (mut kept_buf, mut own);
-        let buf: &mut Vec<f32> = match kept.try_borrow_mut() {
-            Ok(b) => {
-                kept_buf = b;
-                &mut kept_buf
-            }
-            Err(_) => {
-                own = Vec::new();
-                &mut own
-            }
-        };
-        if buf.len() < len {
-            buf.resize(len, 0.0);
-        }
-        unpack(&mut buf[..len]);
-        run(&buf[..len])
-    })
+    let mut weights = Scratch::new();
+    weights.set_len(len);
+    unpack(&mut weights);
+    run(&weights)
 }
 
 // ---------------------------------------------------------------------------

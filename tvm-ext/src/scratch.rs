@@ -6,9 +6,10 @@
 static POOL: std::sync::Mutex<Vec<Vec<f32>>> = std::sync::Mutex::new(Vec::new());
 /// At most this many buffers are kept...
 const POOL_BUFFERS: usize = 8;
-/// ...each of at most this many elements (8 MiB); kernels size their blocks
-/// to about 1 MiB, so the pool stays small.
-const POOL_MAX_LEN: usize = 2 << 20;
+/// ...each of at most this many elements (16 MiB). Kernels size their blocks
+/// to about 1 MiB; the largest buffer is the bf16 fallback's f32 weights (13 MiB
+/// for Kokoro's 1090 -> 1024-channel, 3-tap convolutions).
+const POOL_MAX_LEN: usize = 4 << 20;
 
 /// A buffer taken from the pool and given back when dropped. It derefs to its
 /// first `len` elements; the `Vec` behind it stays as long as it ever was, so
