@@ -8,11 +8,8 @@ use tvm_ffi::{Any, AnyView, Function, Result};
 
 pub mod adain;
 pub mod args;
-pub mod batch_matmul;
-pub mod bf16;
 pub mod conv;
 pub mod gemm;
-pub mod gemm_bf16;
 pub mod interface;
 mod isa;
 mod job;
@@ -24,7 +21,6 @@ pub mod sin;
 pub mod snake;
 pub mod tensor;
 pub mod threads;
-pub mod winograd;
 
 /// Every global function name starts with this prefix.
 pub const PREFIX: &str = "kokoro_tvm_ext.";
@@ -39,19 +35,25 @@ pub const KERNELS: &[(&str, Constructor)] = &[
     ("kokoro_tvm_ext.conv1d", conv::function),
     ("kokoro_tvm_ext.conv1d_transpose", conv::transpose_function),
     ("kokoro_tvm_ext.matmul", matmul::function),
-    ("kokoro_tvm_ext.batch_matmul", batch_matmul::function),
-    // Weights transformed at compile time, see winograd.rs.
-    ("kokoro_tvm_ext.pack_winograd", winograd::pack_function),
-    ("kokoro_tvm_ext.conv1d_winograd", winograd::conv1d_function),
-    // precision="bf16": weights packed at compile time, see bf16.rs.
-    ("kokoro_tvm_ext.pack_bf16", bf16::pack_function),
-    ("kokoro_tvm_ext.bf16_native", bf16::native_function),
-    ("kokoro_tvm_ext.conv1d_bf16", bf16::conv1d_function),
+    ("kokoro_tvm_ext.batch_matmul", matmul::batch::function),
+    // Weights transformed at compile time, see conv/winograd/.
+    (
+        "kokoro_tvm_ext.pack_winograd",
+        conv::winograd::pack_function,
+    ),
+    (
+        "kokoro_tvm_ext.conv1d_winograd",
+        conv::winograd::conv1d_function,
+    ),
+    // precision="bf16": weights packed at compile time, see gemm/bf16/.
+    ("kokoro_tvm_ext.pack_bf16", gemm::bf16::pack_function),
+    ("kokoro_tvm_ext.bf16_native", gemm::bf16::native_function),
+    ("kokoro_tvm_ext.conv1d_bf16", conv::bf16::conv1d_function),
     (
         "kokoro_tvm_ext.conv1d_transpose_bf16",
-        bf16::conv1d_transpose_function,
+        conv::bf16::conv1d_transpose_function,
     ),
-    ("kokoro_tvm_ext.matmul_bf16", bf16::matmul_function),
+    ("kokoro_tvm_ext.matmul_bf16", matmul::bf16::matmul_function),
 ];
 
 /// Process-wide settings, which must run before the first kernel call.

@@ -15,9 +15,9 @@ pub(crate) struct Tensors {
 pub(crate) enum WeightKind {
     /// torch's float32 weights.
     Torch,
-    /// bf16 weights packed by [`crate::bf16`].
+    /// bf16 weights packed by `kokoro_tvm_ext.pack_bf16` ([`super::bf16`]).
     Bf16,
-    /// float32 weights transformed by [`crate::winograd`].
+    /// float32 weights transformed by `kokoro_tvm_ext.pack_winograd` ([`super::winograd`]).
     Winograd,
 }
 

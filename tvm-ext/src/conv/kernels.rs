@@ -121,21 +121,14 @@ pub(super) fn transpose_gemm(
     let (cin, cout) = (cfg.in_channels, cfg.out_channels);
     let (cin_g, cout_g) = (cin / g, cout / g);
     let units = cfg.batch * g;
-    let threads = threads();
     // Output channels per job: the weight block within ~1 MiB, and enough jobs.
-    let mut ob = (tuning.weight_bytes / (4 * k * cin_g.max(1))).clamp(1, cout_g);
-    if threads > 1 {
-        let per_unit = (2 * threads).div_ceil(units);
-        ob = ob.min(cout_g.div_ceil(per_unit).max(1));
-    }
-    let blocks = cout_g.div_ceil(ob);
-    let jobs = units * blocks;
-    let job_parallel = threads > 1 && jobs >= threads;
+    let blocks = Blocks::new(units, cout_g, k, cin_g, tuning.weight_bytes, 1);
+    let ob = blocks.size;
     // Input columns per tile: the column block [T, on*K] within the budget.
     let tile = (tuning.tile_bytes / (4 * ob * k)).clamp(16, l.max(16));
     let out = SharedMut::new(out);
     let job = |i: usize, cols: &mut Scratch, parallel: bool| -> std::result::Result<(), JobError> {
-        let (unit, bi) = (i / blocks, i % blocks);
+        let (unit, bi) = (i / blocks.count, i % blocks.count);
         let (b, gi) = (unit / g, unit % g);
         let o0 = bi * ob;
         let on = ob.min(cout_g - o0);
@@ -174,15 +167,7 @@ pub(super) fn transpose_gemm(
         }
         Ok(())
     };
-    if job_parallel {
-        (0..jobs)
-            .into_par_iter()
-            .with_max_len(1)
-            .try_for_each_init(Scratch::new, |c, i| job(i, c, false))
-    } else {
-        let mut c = Scratch::new();
-        (0..jobs).try_for_each(|i| job(i, &mut c, threads > 1))
-    }
+    run_parallel(blocks.jobs, blocks.job_parallel, job)
 }
 
 /// Direct scatter loop, one output row per task, for tiny groups (depthwise).

@@ -51,9 +51,16 @@
 //! plain Rust callers.
 //!
 //! The parameters are listed once in [`crate::interface`] (`CONV1D`,
-//! `CONV1D_TRANSPOSE`). Files: `call.rs` reads a call (shared with the bf16 and
-//! Winograd kernels), `plan.rs` splits the work into jobs, `kernels.rs` holds
-//! the f32 GEMM and direct paths, `reference.rs` the definitions tests compare to.
+//! `CONV1D_TRANSPOSE`).
+//!
+//! This folder holds every convolution: the f32 kernels above, their
+//! `precision="bf16"` variants ([`bf16`]: `conv1d_bf16`, `conv1d_transpose_bf16`)
+//! and Winograd's F(m, r) for stride-1 convolutions ([`winograd`]:
+//! `conv1d_winograd`). Files: `call.rs` reads a call (shared by all of them),
+//! `plan.rs` splits the work into jobs (tiles, channel blocks, the job runner,
+//! shared by all of them), `kernels.rs` holds the f32 GEMM and direct paths;
+//! for tests, `reference.rs` holds the definitions they compare to and
+//! `testing.rs` the random calls of the property tests.
 use std::borrow::Cow;
 
 use rayon::prelude::*;
@@ -174,17 +181,24 @@ pub fn transpose_function() -> Function {
     })
 }
 
+pub mod bf16;
 mod call;
 mod kernels;
 mod plan;
 #[cfg(test)]
 pub(crate) mod reference;
 #[cfg(test)]
+pub(crate) mod testing;
+#[cfg(test)]
 mod tests;
+pub mod winograd;
 
 pub(crate) use call::{call_data, parse_call, ConvCall, WeightKind};
 use kernels::{conv_direct, conv_gemm, transpose_direct, transpose_gemm};
-pub(crate) use plan::{col2im, fill_bias, im2col_row, run_jobs, valid_range, Plan, Tuning, TUNING};
+pub(crate) use plan::{
+    col2im, fill_bias, im2col_row, run_jobs, run_parallel, valid_range, Blocks, Plan, Tuning,
+    TUNING,
+};
 
 /// A plain-Rust entry point: `(cfg, x, w, bias, out)`.
 type Kernel = fn(&Conv1dConfig, &[f32], &[f32], Option<&[f32]>, &mut [f32]) -> Result<()>;

@@ -1,5 +1,7 @@
-//! How the convolutions split their work: tiles sized to the cache, jobs over
-//! rayon's pool, and the im2col / col2im pieces the bf16 kernels share.
+//! How the convolutions split their work, for every variant (f32, bf16,
+//! Winograd): tiles of output columns sized to the cache, blocks of output
+//! channels for the transposed convolutions, jobs over rayon's pool, and the
+//! im2col / col2im pieces the f32 and bf16 kernels share.
 use super::*;
 
 /// The `j` in `0..n` for which `j * s + off` lies in `0..limit`, as a range.
@@ -86,6 +88,64 @@ impl Plan {
             job_parallel,
         }
     }
+
+    /// The tiles rounded up to whole panels of `panel` columns (the bf16
+    /// GEMM's) when wider than one, for the same `units` and `width` as [`Plan::new`].
+    pub fn in_panels(mut self, panel: usize, units: usize, width: usize) -> Self {
+        if self.tile > panel {
+            self.tile = self.tile.next_multiple_of(panel);
+            self.tiles = width.div_ceil(self.tile);
+            let jobs = units * self.tiles;
+            self.job_parallel &= jobs >= 2 * threads() || jobs.is_multiple_of(threads());
+        }
+        self
+    }
+}
+
+/// How a transposed convolution splits the output channels of each (batch
+/// item, group) into jobs: blocks whose weights (`k` taps of `depth` inner
+/// rows per channel, 4 bytes each) stay within `weight_bytes`, at least two
+/// jobs per thread where the channels allow, and a multiple of `step` channels
+/// when larger than that.
+pub(crate) struct Blocks {
+    /// Output channels per block.
+    pub size: usize,
+    /// Blocks per (batch item, group).
+    pub count: usize,
+    /// Blocks of all `units` (batch item, group) pairs.
+    pub jobs: usize,
+    /// Jobs run one per thread (each GEMM single-threaded); otherwise the jobs
+    /// run one after another and each GEMM uses the whole pool.
+    pub job_parallel: bool,
+}
+
+impl Blocks {
+    pub fn new(
+        units: usize,
+        cout_g: usize,
+        k: usize,
+        depth: usize,
+        weight_bytes: usize,
+        step: usize,
+    ) -> Self {
+        let threads = threads();
+        let mut size = (weight_bytes / (4 * k * depth.max(1))).clamp(1, cout_g);
+        if threads > 1 {
+            let per_unit = (2 * threads).div_ceil(units);
+            size = size.min(cout_g.div_ceil(per_unit).max(1));
+        }
+        if size > step {
+            size = size / step * step;
+        }
+        let count = cout_g.div_ceil(size);
+        let jobs = units * count;
+        Self {
+            size,
+            count,
+            jobs,
+            job_parallel: threads > 1 && jobs >= threads,
+        }
+    }
 }
 
 /// Runs `job(index, scratch, gemm_parallel)` for every job index per `plan`.
@@ -93,8 +153,21 @@ pub(crate) fn run_jobs<F>(units: usize, plan: &Plan, job: F) -> std::result::Res
 where
     F: Fn(usize, &mut Scratch, bool) -> std::result::Result<(), JobError> + Sync,
 {
-    let jobs = units * plan.tiles;
-    if plan.job_parallel {
+    run_parallel(units * plan.tiles, plan.job_parallel, job)
+}
+
+/// Runs `job(index, scratch, gemm_parallel)` for the indices `0..jobs`: with
+/// `job_parallel` one job per thread, each with a single-threaded GEMM, else one
+/// after another, each GEMM on the whole pool.
+pub(crate) fn run_parallel<F>(
+    jobs: usize,
+    job_parallel: bool,
+    job: F,
+) -> std::result::Result<(), JobError>
+where
+    F: Fn(usize, &mut Scratch, bool) -> std::result::Result<(), JobError> + Sync,
+{
+    if job_parallel {
         (0..jobs)
             .into_par_iter()
             .with_max_len(1)

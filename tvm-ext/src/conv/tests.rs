@@ -540,7 +540,8 @@ fn bench_conv() {
 
 #[test]
 fn random_calls_through_the_registry_match_the_reference_and_bad_ones_name_the_argument() {
-    use crate::tensor::fuzz::{check, conv_bad_scalars, Call, ConvCase, Spec, Value};
+    use crate::conv::testing::{conv_bad_scalars, ConvCase};
+    use crate::tensor::fuzz::{check, Call, Spec, Value};
     let mut rng = Rng(0xc0a7_0001);
     for case in 0..48 {
         let case = ConvCase::random(&mut rng, case % 2 == 1);

@@ -1,0 +1,164 @@
+//! The weights of the bf16 kernels: packed once, at compile time, by the
+//! registered packer, as the GEMM's operand per group:
+//!
+//! ```text
+//! kokoro_tvm_ext.pack_bf16(kind: "conv1d" | "conv1d_transpose" | "matmul", groups >= 1,
+//!                          w: float32) -> bfloat16 tensor, the packed operand per group:
+//!   conv1d            w [Cout, Cin/g, K] -> [g, ceil(Cout/g / MR), ceil(Cin/g*K / 2), MR, 2]
+//!   conv1d_transpose  w [Cin, Cout/g, K] -> [g, ceil(Cout/g*K / NR), ceil(Cin/g / 2), NR, 2]
+//!   matmul            w [K, N]           -> [1, ceil(N / NR), ceil(K / 2), NR, 2]   (groups = 1)
+//! ```
+//!
+//! Where the CPU lacks AVX512-BF16, or `KOKORO_TVM_EXT_NO_BF16=1`, the kernels
+//! unpack the weights to f32 and run the f32 kernels: the same results up to
+//! the rounding of the inputs, which then stay f32.
+use std::borrow::Cow;
+
+use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, Tensor, TensorView, VALUE_ERROR};
+
+use super::{pack_a, pack_b, pairs, MR, NR};
+use crate::args::Cursor;
+use crate::interface;
+use crate::job::internal;
+use crate::scratch::Scratch;
+use crate::tensor::{dim, expect_shape, input, shape_of, Bf16};
+
+/// The registered `kokoro_tvm_ext.pack_bf16`.
+pub fn pack_function() -> Function {
+    Function::from_packed(|args: &[AnyView]| -> Result<Any> { Ok(Any::from(pack_packed(args)?)) })
+}
+
+/// What a packed weight tensor holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Conv1d,
+    Conv1dTranspose,
+    Matmul,
+}
+
+/// The packed shape of weights `w_shape` (torch's layout) for `kind`.
+pub fn packed_shape(kind: Kind, groups: usize, w_shape: &[usize]) -> Vec<i64> {
+    let (panels, kp, width) = match (kind, w_shape) {
+        (Kind::Conv1d, &[cout, cin_g, k]) => ((cout / groups).div_ceil(MR), pairs(cin_g * k), MR),
+        (Kind::Conv1dTranspose, &[cin, cout_g, k]) => {
+            ((cout_g * k).div_ceil(NR), pairs(cin / groups), NR)
+        }
+        (Kind::Matmul, &[k, n]) => (n.div_ceil(NR), pairs(k), NR),
+        _ => (0, 0, 0),
+    };
+    vec![groups as i64, panels as i64, kp as i64, width as i64, 2]
+}
+
+fn pack_packed(args: &[AnyView]) -> Result<Tensor> {
+    const WHO: &str = "pack_bf16";
+    let mut c = Cursor::new(&interface::PACK_BF16, args)?;
+    let kind = match c.string("kind")?.as_str() {
+        "conv1d" => Kind::Conv1d,
+        "conv1d_transpose" => Kind::Conv1dTranspose,
+        "matmul" => Kind::Matmul,
+        other => bail!(
+            VALUE_ERROR,
+            "{WHO}: kind: expected \"conv1d\", \"conv1d_transpose\" or \"matmul\", got {other:?}"
+        ),
+    };
+    let groups = c.int_in("groups", 1, i32::MAX as i64)? as usize;
+    let w = c.tensor("w")?;
+    c.finish()?;
+    let rank = if kind == Kind::Matmul { 2 } else { 3 };
+    let ws: Vec<usize> = shape_of(&w, "pack_bf16: w", rank)?
+        .iter()
+        .map(|&d| dim(d))
+        .collect();
+    ensure!(
+        ws.iter().all(|&d| d > 0),
+        VALUE_ERROR,
+        "{WHO}: w: expected no empty dimension, got shape {ws:?}"
+    );
+    let split = match kind {
+        Kind::Conv1d | Kind::Conv1dTranspose => ws[0],
+        Kind::Matmul => {
+            ensure!(
+                groups == 1,
+                VALUE_ERROR,
+                "{WHO}: groups: matmul weights have one group, got {groups}"
+            );
+            1
+        }
+    };
+    ensure!(
+        split.is_multiple_of(groups),
+        VALUE_ERROR,
+        "{WHO}: groups: {groups} does not divide the {split} channels of w's first dimension"
+    );
+    let wd = input::<f32>(&w, "pack_bf16: w")?;
+    let shape = packed_shape(kind, groups, &ws);
+    let per_group = (shape[1] * shape[2] * shape[3]) as usize;
+    let mut packed = vec![0u32; groups * per_group];
+    for (gi, dst) in packed.chunks_exact_mut(per_group).enumerate() {
+        let r = match kind {
+            Kind::Conv1d => {
+                // Rows: the group's output channels; inner: (c, tap).
+                let (cout_g, kc) = (ws[0] / groups, ws[1] * ws[2]);
+                let w = &wd[gi * cout_g * kc..][..cout_g * kc];
+                pack_a(cout_g, kc, |o, r| w[o * kc + r], dst)
+            }
+            Kind::Conv1dTranspose => {
+                // Inner: the group's input channels; columns: (o, tap).
+                let (cin_g, n) = (ws[0] / groups, ws[1] * ws[2]);
+                let w = &wd[gi * cin_g * n..][..cin_g * n];
+                pack_b(cin_g, n, |c, j| w[c * n + j], dst)
+            }
+            Kind::Matmul => pack_b(ws[0], ws[1], |l, j| wd[l * ws[1] + j], dst),
+        };
+        r.map_err(|e| internal(WHO, e))?;
+    }
+    // Each u32 holds a pair of bf16s, the lower one first (little-endian, as in memory).
+    let halves: Vec<Bf16> = packed
+        .iter()
+        .flat_map(|&p| [Bf16(p as u16), Bf16((p >> 16) as u16)])
+        .collect();
+    Tensor::from_slice(&halves, &shape)
+}
+
+/// The packed weights of a call as `u32` pairs, after checking their shape.
+pub(crate) fn packed_weights<'a>(
+    who: &str,
+    w: &TensorView,
+    shape: &[i64],
+) -> Result<Cow<'a, [u32]>> {
+    if let Err(e) = expect_shape(w, &format!("{who}: w"), shape) {
+        bail!(
+            VALUE_ERROR,
+            "{} (weights packed by kokoro_tvm_ext.pack_bf16)",
+            e.message()
+        );
+    }
+    let data: Cow<'a, [Bf16]> = input::<Bf16>(w, &format!("{who}: w"))?;
+    Ok(match data {
+        Cow::Borrowed(s) if (s.as_ptr() as usize).is_multiple_of(4) => {
+            // SAFETY: 4-byte aligned, an even number of u16s (the last dimension is 2).
+            Cow::Borrowed(unsafe {
+                std::slice::from_raw_parts(s.as_ptr() as *const u32, s.len() / 2)
+            })
+        }
+        s => Cow::Owned(
+            s.chunks_exact(2)
+                .map(|p| p[0].0 as u32 | (p[1].0 as u32) << 16)
+                .collect(),
+        ),
+    })
+}
+
+/// Where bf16 is not native: `run` on the weights unpacked to f32 by `unpack`,
+/// in a pooled buffer (a fresh buffer per call, filled serially, was a tenth of
+/// a short synthesis in page faults and unpacking).
+pub(crate) fn with_f32_weights<R>(
+    len: usize,
+    unpack: impl FnOnce(&mut [f32]),
+    run: impl FnOnce(&[f32]) -> R,
+) -> R {
+    let mut weights = Scratch::new();
+    weights.set_len(len);
+    unpack(&mut weights);
+    run(&weights)
+}

@@ -1,0 +1,235 @@
+//! Accuracy, and the shapes, lengths and options the kernel must get right.
+use super::*;
+
+// ---- accuracy ---------------------------------------------------------------
+
+#[test]
+fn activations_are_within_1e_6_of_f64() {
+    let mut worst = (0.0f64, 0.0f64);
+    let mut x = -60.0f32;
+    while x <= 60.0 {
+        let xd = x as f64;
+        let es = (sigmoid(x) as f64 - sig(xd)).abs();
+        let et = (tanh(x) as f64 - xd.tanh()).abs();
+        worst = (worst.0.max(es), worst.1.max(et));
+        x += 0.000_37;
+    }
+    assert!(
+        worst.0 < 1e-6 && worst.1 < 1e-6,
+        "sigmoid/tanh max abs error {worst:?}"
+    );
+    for v in [
+        0.0f32,
+        1e-30,
+        -1e-30,
+        1e-7,
+        f32::MIN_POSITIVE,
+        1e30,
+        -1e30,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+    ] {
+        assert!(
+            (sigmoid(v) as f64 - sig(v as f64)).abs() < 1e-6,
+            "sigmoid({v})"
+        );
+        assert!(
+            (tanh(v) as f64 - (v as f64).tanh()).abs() < 1e-6,
+            "tanh({v})"
+        );
+    }
+    assert!(sigmoid(f32::NAN).is_nan() && tanh(f32::NAN).is_nan());
+}
+
+#[test]
+fn packing_agrees_across_instruction_sets() {
+    for hidden in [1usize, 3, 8, 9, 16, 17, 24] {
+        let gp = (4 * hidden).div_ceil(NB) * NB;
+        let w = Rng(hidden as u64 + 1).vec(4 * hidden * hidden, 1.0);
+        for isa in Isa::available() {
+            let packed = pack_recurrent(isa, &w, hidden, gp);
+            for p in 0..gp / NB {
+                for k in 0..hidden {
+                    for c in 0..NB {
+                        let r = p * NB + c;
+                        let want = if r < 4 * hidden {
+                            w[r * hidden + k]
+                        } else {
+                            0.0
+                        };
+                        assert_eq!(
+                            packed[(p * hidden + k) * NB + c],
+                            want,
+                            "{isa:?} hidden {hidden} p {p} k {k} c {c}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+// ---- cases --------------------------------------------------------------------
+
+#[test]
+fn single_layer_unidirectional() {
+    check(&Case::new(1, false, true, 1, 5, 3, 4));
+    check(&Case::new(1, false, false, 1, 5, 3, 4));
+}
+
+#[test]
+fn single_step() {
+    check(&Case::new(1, true, true, 1, 1, 4, 3));
+    check(&Case {
+        state: true,
+        ..Case::new(2, true, false, 3, 1, 2, 5)
+    });
+}
+
+#[test]
+fn layers_and_directions() {
+    for layers in 1..=3 {
+        for bidir in [false, true] {
+            for batch_first in [false, true] {
+                check(&Case::new(layers, bidir, batch_first, 2, 4, 5, 6));
+            }
+        }
+    }
+}
+
+#[test]
+fn mixed_lengths() {
+    for bidir in [false, true] {
+        for batch_first in [false, true] {
+            for state in [false, true] {
+                let case = Case {
+                    lengths: Some(vec![5, 1, 3, 5]),
+                    state,
+                    ..Case::new(2, bidir, batch_first, 4, 5, 3, 7)
+                };
+                check(&case);
+            }
+        }
+    }
+    // More sequences than one recurrent group holds, all lengths different,
+    // and a hidden size whose 4H is not a multiple of the panel width.
+    check(&Case {
+        lengths: Some(vec![2, 7, 1, 6, 3, 5, 4]),
+        state: true,
+        ..Case::new(3, true, false, 7, 7, 4, 9)
+    });
+    check(&Case {
+        lengths: Some(vec![1]),
+        ..Case::new(1, true, true, 1, 4, 3, 2)
+    });
+}
+
+#[test]
+fn state_and_biases() {
+    for state in [false, true] {
+        for biases in [false, true] {
+            check(&Case {
+                state,
+                biases,
+                ..Case::new(2, true, true, 3, 3, 4, 5)
+            });
+        }
+    }
+}
+
+#[test]
+fn strided_input() {
+    check(&Case {
+        strided_x: true,
+        ..Case::new(2, true, false, 2, 3, 4, 5)
+    });
+    check(&Case {
+        strided_x: true,
+        lengths: Some(vec![3, 2]),
+        ..Case::new(1, false, true, 2, 3, 4, 5)
+    });
+}
+
+#[test]
+fn any_number_of_threads() {
+    // 1 thread: every shape runs fused; 3 threads: most run in phases.
+    for threads in [1, 3] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            check(&Case {
+                lengths: Some(vec![2, 4, 1]),
+                state: true,
+                ..Case::new(2, true, false, 3, 4, 3, 5)
+            });
+            check(&Case {
+                lengths: Some(vec![3, 1]),
+                ..Case::new(2, false, true, 2, 3, 2, 4)
+            });
+            check(&Case::new(1, false, true, 1, 40, 3, 4));
+        });
+    }
+}
+
+#[test]
+fn kokoro_size() {
+    check(&Case {
+        state: true,
+        ..Case::new(1, true, true, 1, 7, 640, 256)
+    });
+}
+
+#[test]
+fn empty_batch_is_fine() {
+    let cfg = Case::new(1, true, true, 0, 3, 2, 2).cfg();
+    let data = make_data(&Case::new(1, true, true, 0, 3, 2, 2), 1);
+    let case = Case::new(1, true, true, 0, 3, 2, 2);
+    lstm_forward(
+        &cfg,
+        &[],
+        None,
+        None,
+        &weights(&case, &data),
+        &mut [],
+        &mut [],
+        &mut [],
+    )
+    .unwrap();
+}
+
+/// Timing at Kokoro's shape (I=640, H=256, bidirectional, B=1), not a check:
+/// `RAYON_NUM_THREADS=2 cargo test -p tvm-ext --release -- --ignored --nocapture
+/// --test-threads=1 timing` (`LSTM_T=32,512` and `LSTM_REPS=100` to vary it).
+#[test]
+#[ignore]
+fn timing_kokoro_shape() {
+    let ts: Vec<usize> = match std::env::var("LSTM_T") {
+        Ok(v) => v.split(',').map(|t| t.parse().unwrap()).collect(),
+        Err(_) => vec![32, 128, 512],
+    };
+    for t in ts {
+        let case = Case::new(1, true, true, 1, t, 640, 256);
+        let data = make_data(&case, 7);
+        let w = weights(&case, &data);
+        let cfg = case.cfg();
+        let mut y = vec![0.0; t * 512];
+        let (mut hn, mut cn) = (vec![0.0; 512], vec![0.0; 512]);
+        let mut times = Vec::new();
+        let reps: usize = std::env::var("LSTM_REPS").map_or(23, |v| v.parse().unwrap());
+        for _ in 0..reps {
+            let start = std::time::Instant::now();
+            lstm_forward(&cfg, &data.x, None, None, &w, &mut y, &mut hn, &mut cn).unwrap();
+            times.push(start.elapsed().as_secs_f64() * 1e3);
+        }
+        let mut sorted = times[3..].to_vec();
+        sorted.sort_by(f64::total_cmp);
+        println!(
+            "I=640 H=256 bidir B=1 T={t}: min {:.2} p10 {:.2} median {:.2} ms",
+            sorted[0],
+            sorted[sorted.len() / 10],
+            sorted[sorted.len() / 2],
+        );
+    }
+}
