@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from kokoro_tvm_ext.benchmark.table import machine_line, median_seconds, print_table, set_threads
+from kokoro_bench.table import machine_line, median_seconds, print_table, set_threads
 
 INPUT, HIDDEN = 640, 256
 
@@ -39,7 +39,7 @@ def main() -> None:
     from tvm.relax.frontend.torch import from_exported_program as stock_from_exported_program
 
     import kokoro_tvm_ext
-    from kokoro_tvm_ext.compile import default_target
+    from kokoro_tvm_ext.model.compile import default_target
 
     torch.set_num_threads(args.threads)
     target = tvm.target.Target(default_target())

@@ -1,13 +1,13 @@
 """Soak: 1,000 syntheses of random lengths, voices and speeds; memory and speed over time.
 
-The benchmark itself lives in kokoro_tvm_ext/benchmark/soak.py (see its docstring).
+The benchmark itself lives in bench/kokoro_bench/soak.py (see its docstring).
 
 Usage: python bench/soak.py [--calls 1000] [--threads 2] [--systems tvm tvm-pooled torch] [--json rows.json]
 """
 
 import sys
 
-from kokoro_tvm_ext.benchmark.soak import main
+from kokoro_bench.soak import main
 
 if __name__ == "__main__":
     sys.exit(main())

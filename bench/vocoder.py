@@ -39,8 +39,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from kokoro_tvm_ext.benchmark.table import machine_line, print_table, set_threads
-from kokoro_tvm_ext.benchmark.timing import timed
+from kokoro_bench.table import machine_line, print_table, set_threads
+from kokoro_bench.timing import timed
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "vocoder"))
 from hifigan import CONFIGS, make_generator, random_mel  # noqa: E402
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     from tvm.relax.frontend.torch import from_exported_program
 
     import kokoro_tvm_ext
-    from kokoro_tvm_ext.compile import default_target
+    from kokoro_tvm_ext.model.compile import default_target
 
     torch.set_num_threads(args.threads)
     config = CONFIGS[args.config]

@@ -1,0 +1,431 @@
+"""End-to-end Kokoro-82M: our TVM artifact against every CPU runtime people use for it, side by side.
+
+The same texts (48 and 309 tokens), the same weights (the offline default, or
+--weights), the same voice, the same thread count, median of --repeat runs
+after one warm-up.
+
+Rows:
+  tvm            our compiled artifact (compiled first if it is not cached)
+  tvm-fast       the same with precision="bf16" (bf16 convolutions and matmuls, f32
+                 accumulation; f32 where the CPU lacks AVX512-BF16)
+  torch          hexgrad's KModel, eager
+  torch-compile  KModel's forward through torch.compile (inductor)
+  zentorch       the same with AMD's zentorch backend, where it loads for the torch in use
+  openvino-fp32  OpenVINO's CPU plugin on the fp32 ONNX graph below, f32 precision hint
+  openvino-bf16  the same with the bf16 hint (f32 where the CPU has no bf16 instructions)
+  ort-int8       ONNX Runtime on the int8 export our offline weights come from
+  ort-fp32       ONNX Runtime on that export with its quantization undone: the same
+                 fp32 weights as every other row (see onnx_fp32.py)
+
+Text -> phonemes -> tokens (G2P) runs once, up front. Each system then runs in
+a fresh process that gets only those (the tvm rows with torch blocked from
+import, as deployed), so its peak RSS is what it needs to synthesize. Our rows
+and PyTorch eager speak the phonemes through ``Speaker`` (the pipeline every
+front end uses: the same tokens, the style row KPipeline picks, seed 0); the
+other peers get the tokens and that style row directly. "compile s"
+is each row's one-time cost: our compile, ONNX Runtime's session, OpenVINO's
+conversion, torch.compile's first call (less a steady call).
+
+Fidelity, every row against PyTorch fp32 with our seeded noise (fidelity.py):
+log-mel L1 (HiFi-GAN's mel distance), a multi-resolution STFT distance, waveform
+SNR (only where the lengths agree), and, with the recognizer extra, Whisper
+base's word error rate against the text. Only the tvm rows get the reference's
+noise; the others draw their own, so the torch row's distances are the noise
+floor: the same model in the same precision, only the noise differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from kokoro_bench.timing import timed
+from kokoro_bench.workers import in_subprocess, job_main, peak_rss_mb
+from kokoro_tvm_ext.model.spec import MAX_TOKENS, SAMPLE_RATE, add_boundary_ids
+from kokoro_tvm_ext.speech.assets.voices import DEFAULT_VOICE
+
+TEXTS = {  # 48 and 309 tokens with the default G2P
+    "short": "The quick brown fox jumps over the lazy dog.",
+    "long": (
+        "Kokoro is a small text to speech model with eighty two million parameters. "
+        "It predicts how long each sound lasts, then a vocoder builds the audio frame by frame. "
+        "Running it on a plain processor should be fast enough for real time use. "
+        "An edge box or a server needs to know the cost per second of audio."
+    ),
+}
+SYSTEMS = [
+    "tvm",
+    "tvm-fast",
+    "torch",
+    "torch-compile",
+    "zentorch",
+    "openvino-fp32",
+    "openvino-bf16",
+    "ort-int8",
+    "ort-fp32",
+]
+OURS = {"tvm": "fp32", "tvm-fast": "bf16"}  # row -> the artifact's precision
+ONNX_ROWS = {"ort-int8": "int8", "ort-fp32": "fp32", "openvino-fp32": "fp32", "openvino-bf16": "fp32"}
+JSON_KEYS = (
+    "system",
+    "tokens",
+    "seconds",
+    "audio_seconds",
+    "rtf",
+    "peak_rss_mb",
+    "compile_seconds",
+    "log_mel_l1",
+    "mrstft",
+    "snr_db",
+    "wer",
+    "noise",
+    "note",
+    "unavailable",
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--threads", type=int, default=2, help="threads for every system (default: 2)")
+    parser.add_argument("--repeat", type=int, default=5, help="timed runs per cell, after one warm-up (default: 5)")
+    parser.add_argument("--voice", default=DEFAULT_VOICE, help="voice for every system (default: %(default)s)")
+    parser.add_argument("--weights", help="a KModel .pth (default: the offline weights)")
+    parser.add_argument(
+        "--systems",
+        nargs="+",
+        default=SYSTEMS,
+        choices=SYSTEMS,
+        metavar="SYSTEM",
+        help=f"rows to measure (default: all of {' '.join(SYSTEMS)})",
+    )
+    parser.add_argument(
+        "--no-transcribe", action="store_true", help="skip the recognizer's word error rate (Whisper base, ~1 s/row)"
+    )
+    parser.add_argument("--json", metavar="PATH", help="also write the rows to PATH as JSON")
+
+
+# -- measuring, inside one worker process ------------------------------------------------
+
+
+def worker(job: dict) -> dict:
+    """Synthesize ``job``'s input with one system; the row for the table."""
+    import time
+
+    import numpy as np
+
+    from kokoro_bench import peers
+
+    data = np.load(job["inputs"])
+    tokens, repeat, system = data["tokens"], job["repeat"], job["system"]
+    row = {"system": system, "tokens": int(tokens.size), "noise": "same" if system in OURS else "own"}
+    start = time.perf_counter()
+    try:
+        call, stages, precision = _runner(job, data)
+    except peers.Unavailable as err:
+        return {**row, "unavailable": str(err)}
+    setup = time.perf_counter() - start
+    first = peers.first_call_seconds(call)
+    seconds, audio = timed(call, repeat)
+    if system not in OURS and system != "torch":  # ours: compiled ahead of time, the artifact's meta says how long
+        row["compile_seconds"] = setup + max(first - seconds, 0.0)
+    if precision:
+        row["note"] = f"precision {precision}"
+    audio = np.asarray(audio, np.float32).reshape(-1)
+    audio_seconds = audio.size / SAMPLE_RATE
+    row.update(seconds=seconds, audio_seconds=audio_seconds, rtf=seconds / audio_seconds, peak_rss_mb=peak_rss_mb())
+    if stages:
+        row["stages"] = stages()
+    if "audio_out" in job:  # the driver measures fidelity
+        np.save(job["audio_out"], audio)
+    return row
+
+
+def _runner(job: dict, data):
+    """(``call() -> audio``, a per-stage timer or None, the precision a peer chose or None) for
+    ``job``'s system on ``data`` (``write_inputs``)."""
+    from kokoro_bench import peers
+
+    system, threads = job["system"], job["threads"]
+    ids, style = add_boundary_ids(data["tokens"])[None], data["style"]
+    if system in OURS:
+        from kokoro_tvm_ext.speech import Speaker
+
+        speaker = Speaker.load(job["artifact"])
+        return _speaking(speaker, data), lambda: tvm_stages(speaker.model, ids, style), None
+    if system == "torch":
+        import torch
+
+        from kokoro_tvm_ext.speech import Speaker
+
+        speaker = Speaker(peers.torch_eager(job["weights"], threads))
+        ids_t, style_t = torch.from_numpy(ids), torch.from_numpy(style)
+
+        def stages():
+            with torch.no_grad():
+                return torch_stages(speaker.model.model, ids_t, style_t)
+
+        return _speaking(speaker, data), stages, None
+    if system == "torch-compile":
+        run = peers.torch_compiled(job["weights"], threads, "inductor")
+    elif system == "zentorch":
+        run = peers.torch_compiled(job["weights"], threads, "zentorch")
+    elif system.startswith("openvino"):
+        run = peers.openvino_model(job["onnx"], threads, system.split("-")[1].replace("fp32", "f32"))
+    else:
+        run = peers.onnxruntime_session(job["onnx"], threads)
+    return (lambda: run(ids, style)), None, getattr(run, "precision", None)
+
+
+def _speaking(speaker, data):
+    """``speaker.speak`` of the input's phonemes in its voice (seed 0): a call that gives the audio.
+    Checked first: the speaker plans the very tokens and style row the peers get."""
+    import numpy as np
+
+    from kokoro_tvm_ext.speech import Voice
+
+    phonemes, voice = str(data["phonemes"]), Voice.load(str(data["voice"]))
+    (chunk,) = speaker.plan(phonemes=phonemes, voice=voice, seed=0).chunks
+    if not (np.array_equal(chunk.tokens, data["tokens"]) and np.array_equal(chunk.style, data["style"])):
+        raise RuntimeError("Speaker planned other tokens or another style row than the peers get")
+    return lambda: speaker.speak(phonemes=phonemes, voice=voice, seed=0).audio
+
+
+def tvm_stages(tts, ids, style) -> dict:
+    import numpy as np
+
+    from kokoro_tvm_ext.model.runtime.noise import make_noise
+
+    args = (ids, np.array([ids.shape[1]]), style, np.ones(1, np.float32))
+    t_text, (dur, d, t_en) = timed(lambda: tts._run("text_stage", *args), 3)
+    index = np.repeat(np.arange(ids.shape[1]), dur[0])
+    en, asr = d[0][index].T[None].copy(), t_en[0][:, index][None].copy()
+    noise = make_noise(len(index), 0)
+    t_audio, _ = timed(lambda: tts._run("audio_stage", en, asr, style, noise["phase_noise"], noise["sine_noise"]), 3)
+    return {"text (bert, encoders, durations)": t_text, "audio (F0/N + decoder)": t_audio}
+
+
+def torch_stages(model, ids, ref_s) -> dict:
+    import torch
+
+    from kokoro_tvm_ext.model.adapters.reference import _durations
+
+    t_text, (d, dur) = timed(lambda: _durations(model, ids, ref_s, 1.0), 3)
+    index = torch.repeat_interleave(torch.arange(ids.shape[1]), dur)
+    en = d.transpose(-1, -2)[:, :, index]
+    t_f0n, (f0, n) = timed(lambda: model.predictor.F0Ntrain(en, ref_s[:, 128:]), 3)
+    asr = model.text_encoder(ids, torch.tensor([ids.shape[1]]), torch.zeros_like(ids, dtype=torch.bool))[:, :, index]
+    t_dec, _ = timed(lambda: model.decoder(asr, f0, n, ref_s[:, :128]), 3)
+    return {"text (bert, encoders, durations)": t_text, "audio (F0/N + decoder)": t_f0n + t_dec}
+
+
+# -- preparing, in a process of its own (its memory must not count) ---------------------
+
+
+def prepare(job: dict) -> dict:
+    """What a system's worker needs on disk: the compiled artifact, the ONNX file or the weights."""
+    from kokoro_tvm_ext.speech import resolve
+
+    weights = resolve(job["weights"])
+    if job["system"] in OURS:
+        from kokoro_tvm_ext.model.runtime.artifact import read_meta
+        from kokoro_tvm_ext.speech.artifact import ensure_artifact
+
+        artifact = ensure_artifact(weights, precision=OURS[job["system"]])
+        return {"artifact": str(artifact), "compile_seconds": read_meta(artifact)["compile_seconds"]}
+    if job["system"] in ONNX_ROWS:
+        return {"onnx": str(onnx_model(ONNX_ROWS[job["system"]]))}
+    return {"weights": str(weights.path)}
+
+
+def onnx_model(precision: str) -> Path:
+    """The int8 export our weights come from, or (fp32) the same graph dequantized."""
+    from kokoro_tvm_ext.speech.assets.onnx_parts import assemble_onnx
+    from kokoro_tvm_ext.support.cache import atomic_write, cache_dir
+
+    int8 = cache_dir() / "bench" / "kokoro-v1.0.int8.onnx"
+    if not int8.is_file():
+        with atomic_write(int8) as f:
+            f.write(assemble_onnx())
+    if precision == "int8":
+        return int8
+    fp32 = cache_dir() / "bench" / "kokoro-v1.0.dequantized-fp32.onnx"
+    if not fp32.is_file():
+        import onnx
+
+        from kokoro_bench.onnx_fp32 import dequantized_model
+
+        with atomic_write(fp32) as f:
+            f.write(dequantized_model(onnx.load(str(int8))).SerializeToString())
+    return fp32
+
+
+def write_inputs(text: str, voice: str, weights, path: Path) -> None:
+    """Every row's input in one file: the text's phonemes and voice (for the rows that speak through
+    ``Speaker``), and their tokens and style row (``pack[len(tokens) - 1]``, for the peers)."""
+    import numpy as np
+
+    from kokoro_tvm_ext.speech import Voice, chunk_text, style_for, tokenize
+
+    vocab, loaded = weights.config["vocab"], Voice.load(voice)
+    phonemes = " ".join(chunk_text(text, vocab, lang=loaded.lang))
+    tokens = tokenize(phonemes, vocab)
+    if len(tokens) > MAX_TOKENS:
+        raise ValueError(f"benchmark text has {len(tokens)} tokens; keep it within {MAX_TOKENS}")
+    np.savez(
+        path,
+        phonemes=np.array(phonemes),
+        voice=np.array(voice),
+        tokens=np.array(tokens, np.int64),
+        style=style_for(loaded.pack, len(tokens)),
+    )
+
+
+# -- driver -----------------------------------------------------------------------------
+
+
+def check_installed(systems) -> None:
+    """Name the extra to install when a chosen row's runtime is missing."""
+    from importlib.util import find_spec
+
+    from kokoro_tvm_ext.errors import MissingAssetError
+
+    rows = {"ort": "onnxruntime", "openvino": "openvino"}  # row prefix -> the runtime it needs
+    missing = [m for prefix, m in rows.items() if any(s.startswith(prefix) for s in systems) and not find_spec(m)]
+    missing += [] if find_spec("librosa") else ["librosa"]  # the fidelity columns' mel filters
+    if missing:
+        raise MissingAssetError(
+            f"the bench needs {' and '.join(missing)}: pip install 'kokoro-tvm-ext[bench]'; or pick rows with "
+            f"--systems, e.g. --systems tvm torch (all: {' '.join(SYSTEMS)})"
+        )
+
+
+def run(args) -> int:
+    check_installed(args.systems)
+    from kokoro_bench.table import machine_line
+    from kokoro_tvm_ext.speech import resolve
+
+    weights = resolve(args.weights)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        inputs = {}
+        for key, text in TEXTS.items():
+            inputs[key] = Path(tmp) / f"{key}.npz"
+            write_inputs(text, args.voice, weights, inputs[key])
+        for system in args.systems:
+            print(f"preparing {system}", file=sys.stderr, flush=True)
+            ready = in_subprocess(
+                __name__, "prepare", {"system": system, "weights": args.weights}, args.threads, block_torch=False
+            )
+            for key in TEXTS:
+                job = {**ready, "system": system, "inputs": str(inputs[key]), "repeat": args.repeat}
+                job.update(threads=args.threads, audio_out=str(Path(tmp) / f"{system}-{key}.npy"))
+                try:
+                    row = in_subprocess(__name__, "worker", job, args.threads, block_torch=system in OURS)
+                except RuntimeError as err:
+                    print(err, file=sys.stderr)
+                    continue
+                if "compile_seconds" in ready:
+                    row["compile_seconds"] = ready["compile_seconds"]
+                row.update(text=key, audio_path=job["audio_out"], inputs_path=job["inputs"])
+                rows.append(row)
+                if "unavailable" in row:
+                    print(f"  {system} is unavailable: {row['unavailable']}", file=sys.stderr, flush=True)
+                    break
+                print(f"  measured {system} on the {key} text: RTF {row['rtf']:.3f}", file=sys.stderr, flush=True)
+        measured = [r for r in rows if "unavailable" not in r]
+        add_fidelity(measured, weights, transcribe=not args.no_transcribe)
+
+    print(machine_line(args.threads))
+    print_rows(rows)
+    if args.json:
+        Path(args.json).write_text(json.dumps([{k: r[k] for k in JSON_KEYS if k in r} for r in rows], indent=2))
+    failed = len(args.systems) * len(TEXTS) - len(measured) - sum(len(TEXTS) for r in rows if "unavailable" in r)
+    return 1 if failed else 0
+
+
+def add_fidelity(rows: list[dict], weights, transcribe: bool) -> None:
+    """Each row's distances from PyTorch fp32 fed our seeded noise (and its transcript's WER)."""
+    import numpy as np
+
+    from kokoro_bench import fidelity
+    from kokoro_tvm_ext.model.adapters.reference import reference
+    from kokoro_tvm_ext.speech import load_model
+
+    print("measuring fidelity against PyTorch fp32", file=sys.stderr, flush=True)
+    model, references = load_model(weights), {}
+    recognizer = fidelity.transcriber() if transcribe else None
+    for r in rows:
+        if r["inputs_path"] not in references:
+            data = np.load(r["inputs_path"])
+            references[r["inputs_path"]] = reference(model, data["tokens"], data["style"], speed=1.0, noise_seed=0)[0]
+        ref, audio = references[r["inputs_path"]], np.load(r["audio_path"])
+        r.update(
+            log_mel_l1=fidelity.log_mel_l1(audio, ref),
+            mrstft=fidelity.mrstft(audio, ref),
+            snr_db=fidelity.snr_db(audio, ref),
+        )
+        if audio.size != ref.size:
+            r["note"] = "; ".join(filter(None, [r.get("note"), f"{audio.size - ref.size:+d} samples"]))
+        if recognizer:
+            r["wer"] = fidelity.word_error_rate(recognizer(audio), TEXTS[r["text"]])
+
+
+def print_rows(rows: list[dict]) -> None:
+    from kokoro_bench.table import print_table
+
+    def num(r, key, fmt):
+        return "" if r.get(key) is None else format(r[key], fmt)
+
+    print_table(
+        ["system", "tokens", "seconds", "audio s", "RTF", "peak RSS MB", "compile s", "log-mel L1", "MR-STFT"]
+        + ["SNR dB", "WER", "noise", "note"],
+        [
+            [r["system"], r["tokens"]]
+            + (
+                ["", "", "unavailable", "", "", "", "", "", "", "", r["unavailable"]]
+                if "unavailable" in r
+                else [
+                    num(r, "seconds", ".3f"),
+                    num(r, "audio_seconds", ".2f"),
+                    num(r, "rtf", ".3f"),
+                    num(r, "peak_rss_mb", ".0f"),
+                    num(r, "compile_seconds", ".0f"),
+                    num(r, "log_mel_l1", ".3f"),
+                    num(r, "mrstft", ".3f"),
+                    num(r, "snr_db", ".1f"),
+                    num(r, "wer", ".2f"),
+                    r["noise"],
+                    r.get("note", ""),
+                ]
+            )
+            for r in rows
+        ],
+    )
+    print_targets([r for r in rows if "rtf" in r])
+    print("\nper stage (seconds, medians):")
+    print_table(
+        ["system", "tokens", "stage", "seconds"],
+        [[r["system"], r["tokens"], name, f"{t:.3f}"] for r in rows for name, t in r.get("stages", {}).items()],
+    )
+
+
+def print_targets(rows: list[dict]) -> None:
+    """Our RTF as a fraction of the fastest other row's, per text."""
+    for tokens in sorted({r["tokens"] for r in rows}):
+        peers = [r for r in rows if r["tokens"] == tokens and r["system"] not in OURS]
+        if not peers:
+            continue
+        best = min(peers, key=lambda r: r["rtf"])
+        mine = [r for r in rows if r["tokens"] == tokens and r["system"] in OURS]
+        ours = ", ".join(f"{r['system']} {r['rtf'] / best['rtf']:.2f}x" for r in mine)
+        print(f"{tokens} tokens: fastest peer {best['system']} (RTF {best['rtf']:.3f}); ours: {ours or 'not measured'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return job_main(__doc__, add_arguments, prepare, worker, run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

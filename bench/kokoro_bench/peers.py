@@ -1,0 +1,135 @@
+"""The runtimes the benchmark measures us against.
+
+Every runner is built inside the row's worker process and given the same
+weights: hexgrad's KModel for the PyTorch rows, and for ONNX Runtime and
+OpenVINO the int8 export our weights come from, or that graph dequantized to
+fp32 (``onnx_fp32``). The peers are ``(ids, style) -> audio``; PyTorch eager is
+a model for our ``Speaker`` (``TorchEager``), so its row speaks through the same
+pipeline as ours. ``Unavailable`` says why a row cannot run on this machine (a
+package missing or built for another torch); the table shows the reason instead
+of a number.
+"""
+
+from __future__ import annotations
+
+import time
+
+
+class Unavailable(RuntimeError):
+    """This row cannot run here; the message says why and what would fix it."""
+
+
+class TorchEager:
+    """hexgrad's KModel in PyTorch eager behind the runtime's interface (``iter_batch``, ``sample_rate``,
+    ``max_tokens``), for a ``Speaker``: ``KModel.forward_with_tokens`` as its users call it, one call per
+    chunk, drawing its own noise (torch's generator seeded with the chunk's seed).
+
+    Not ``model.adapters.reference.TorchKokoro``: that one feeds KModel our noise, which costs a second
+    pass of the text half (to size the noise) and a ``TorchFunctionMode`` on every op; this row measures
+    PyTorch eager's own speed, and its fidelity columns are the noise floor."""
+
+    name = "torch"
+
+    def __init__(self, model, num_threads: int | None = None):
+        import torch
+
+        from kokoro_tvm_ext.model.spec import MAX_TOKENS, SAMPLE_RATE
+
+        if num_threads is not None:
+            torch.set_num_threads(num_threads)
+        self.model = model
+        self.sample_rate = SAMPLE_RATE
+        self.max_tokens = MAX_TOKENS
+
+    def iter_batch(self, tokens_list, styles, speeds=None, noise_seeds=None):
+        import numpy as np
+        import torch
+
+        from kokoro_tvm_ext.model.spec import add_boundary_ids
+
+        n = len(tokens_list)
+        speeds = [1.0] * n if speeds is None else speeds
+        noise_seeds = [0] * n if noise_seeds is None else noise_seeds
+        for tokens, style, speed, seed in zip(tokens_list, styles, speeds, noise_seeds):
+            ids = torch.from_numpy(add_boundary_ids(tokens)[None])  # a Speaker's tokens have no boundary ids
+            torch.manual_seed(seed)
+            with torch.no_grad():
+                audio, durations = self.model.forward_with_tokens(ids, torch.from_numpy(style), float(speed))
+            yield audio.numpy().reshape(-1), durations.numpy().astype(np.int64).reshape(-1)
+
+
+def torch_eager(weights: str, threads: int) -> TorchEager:
+    """KModel loaded from ``weights`` on ``threads`` threads, as a model for ``Speaker``."""
+    from kokoro_tvm_ext.speech import load_model
+
+    return TorchEager(load_model(weights), num_threads=threads)
+
+
+def torch_compiled(weights: str, threads: int, backend: str):
+    """``torch.compile`` of KModel's forward (graph breaks at the data-dependent durations);
+    ``backend`` is "inductor" or "zentorch" (AMD's, from the zentorch package)."""
+    import torch
+
+    if backend == "zentorch":
+        try:
+            import zentorch  # noqa: F401  (registers the backend)
+        except ModuleNotFoundError:
+            raise Unavailable(
+                f"zentorch is not installed (pip install zentorch, built for torch {torch.__version__})"
+            ) from None
+        except ImportError as err:  # zentorch wheels are built for one torch minor version
+            raise Unavailable(f"zentorch does not load with torch {torch.__version__}: {err}") from None
+    forward = torch.compile(torch_eager(weights, threads).model.forward_with_tokens, backend=backend)
+
+    def run(ids, style):
+        with torch.no_grad():
+            audio, _ = forward(torch.from_numpy(ids), torch.from_numpy(style), 1.0)
+        return audio.numpy()
+
+    return run
+
+
+def onnxruntime_session(onnx_path: str, threads: int):
+    import numpy as np
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
+    session = ort.InferenceSession(onnx_path, opts, providers=["CPUExecutionProvider"])
+    return lambda ids, style: session.run(None, _onnx_feed(np, ids, style))[0]
+
+
+def openvino_model(onnx_path: str, threads: int, precision: str):
+    """OpenVINO's CPU plugin on the fp32 ONNX graph with the inference precision hint
+    ``precision`` ("f32" or "bf16"; OpenVINO falls back to f32 where the CPU has no bf16
+    instructions, and ``run.precision`` says what it chose)."""
+    import numpy as np
+
+    try:
+        import openvino as ov
+    except ImportError:
+        raise Unavailable("the openvino rows need OpenVINO: pip install 'kokoro-tvm-ext[bench]'") from None
+    core = ov.Core()
+    compiled = core.compile_model(
+        core.read_model(onnx_path),
+        "CPU",
+        {"INFERENCE_PRECISION_HINT": precision, "INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"},
+    )
+    request = compiled.create_infer_request()
+
+    def run(ids, style):
+        return next(iter(request.infer(_onnx_feed(np, ids, style)).values()))
+
+    run.precision = compiled.get_property("INFERENCE_PRECISION_HINT").to_string()
+    return run
+
+
+def _onnx_feed(np, ids, style) -> dict:
+    return {"tokens": ids, "style": style, "speed": np.ones(1, np.float32)}
+
+
+def first_call_seconds(call) -> float:
+    """Time of the first ``call()`` (for the compiled torch rows this is where compiling happens)."""
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start

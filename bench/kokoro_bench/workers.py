@@ -1,0 +1,80 @@
+"""Benchmark workers: each system measured in a fresh Python process of its own.
+
+A driver runs ``prepare`` (compile, convert: its memory must not count) and then
+``worker`` (the timed loop) for each system through ``in_subprocess``; the child
+runs the same module's ``main`` with ``--prepare JSON`` or ``--worker JSON`` and
+prints one ``RESULT <json>`` line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH_DIR = str(Path(__file__).resolve().parents[1])  # bench/, where ``kokoro_bench`` is imported from
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory, in MiB.
+
+    Linux's ``ru_maxrss`` survives exec and starts at the parent's peak when the
+    child was spawned by vfork (as ``subprocess`` does), so every worker read at
+    least the driver's peak; ``VmHWM`` belongs to the process's own memory map.
+    """
+    try:
+        return _status_mb("VmHWM")
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def rss_mb() -> float:
+    """This process's resident memory now, in MiB."""
+    return _status_mb("VmRSS")
+
+
+def _status_mb(field: str) -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    raise OSError(f"no {field} in /proc/self/status")
+
+
+def in_subprocess(
+    module: str, mode: str, job: dict, threads: int, *, block_torch: bool, show_progress: bool = False
+) -> dict:
+    """Run ``module``'s ``prepare`` or ``worker`` on ``job`` in a fresh Python; its JSON result.
+
+    ``block_torch``: rows that run as deployed, with numpy and TVM only. torch is installed
+    here, and tvm_ffi imports it when it can (~700 MB).
+    """
+    env = {**os.environ, **{v: str(threads) for v in ("TVM_NUM_THREADS", "RAYON_NUM_THREADS", "OMP_NUM_THREADS")}}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [BENCH_DIR, os.environ.get("PYTHONPATH")]))  # not installed
+    blocker = "sys.modules['torch'] = None; " if mode == "worker" and block_torch else ""
+    bootstrap = f"import sys; {blocker}from {module} import main; sys.exit(main())"
+    cmd = [sys.executable, "-c", bootstrap, f"--{mode}", json.dumps(job)]
+    stderr = None if mode == "prepare" or show_progress else subprocess.PIPE  # compile progress stays visible
+    result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
+    if result.returncode or not lines:
+        raise RuntimeError(f"{mode} for {job['system']} failed:\n{(result.stderr or '')[-2000:]}")
+    return json.loads(lines[-1][len("RESULT ") :])
+
+
+def job_main(doc: str, add_arguments, prepare, worker, run, argv: list[str] | None = None) -> int:
+    """A benchmark module's ``main``: the driver, or (hidden flags) one prepare/worker job."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    parser.add_argument("--prepare", help=argparse.SUPPRESS)
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.prepare or args.worker:
+        result = prepare(json.loads(args.prepare)) if args.prepare else worker(json.loads(args.worker))
+        print("RESULT " + json.dumps(result))
+        return 0
+    return run(args)
