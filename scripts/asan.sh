@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The kernels' cargo tests (their property tests at the FFI boundary included, see
-# tvm-ext/src/tensor/fuzz.rs) built with AddressSanitizer: any out-of-bounds access
+# tvm-ext/src/tensor/fuzz/) built with AddressSanitizer: any out-of-bounds access
 # or use after free aborts the run. Needs a nightly toolchain (`rustup toolchain
 # install nightly`); ~3 min to build, ~30 s to run. Not part of scripts/test.sh.
 # Extra arguments go to the test binary, e.g. `bash scripts/asan.sh random_calls`.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The kernels' property tests at the FFI boundary (every `random_calls_*` test,
-# see tvm-ext/src/tensor/fuzz.rs) under valgrind's memcheck: any invalid read or
+# see tvm-ext/src/tensor/fuzz/) under valgrind's memcheck: any invalid read or
 # write, use of uninitialised memory or crash fails the run. Not part
 # of scripts/test.sh (it takes several minutes). Extra arguments go to the test
 # binary, e.g. `bash scripts/memcheck.sh snake::`.

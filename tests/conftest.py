@@ -2,14 +2,38 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import kokoro_tvm_ext  # noqa: F401  (registers the plugin before any VM is created)
 
+TIERS = ("unit", "model", "integration")
+# Front ends over real processes and sockets.
+INTEGRATION = ("serve", "book", "test_cli.py", "test_wheel.py")
+# Fixtures that mean a compiled Kokoro (or its PyTorch reference) is in the test.
+MODEL_FIXTURES = {"small_artifact", "kokoro_model", "real_artifact", "bf16_artifact"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Give every test one tier (pyproject.toml's markers), unless it names its own."""
+    tests = Path(__file__).parent
+    for item in items:
+        if any(item.get_closest_marker(t) for t in TIERS):
+            continue
+        parts = Path(item.fspath).relative_to(tests).parts
+        if parts[0] in INTEGRATION:
+            tier = "integration"
+        elif MODEL_FIXTURES & set(item.fixturenames) or parts[0] in ("kokoro", "runtime"):
+            tier = "model"
+        else:
+            tier = "unit"
+        item.add_marker(tier)
+
 
 def pytest_report_header(config):
-    from kokoro_tvm_ext.benchmark.local_ray import WRAPPER, in_loopback_namespace
+    from kokoro_bench.local_ray import WRAPPER, in_loopback_namespace
 
     if not in_loopback_namespace():
         return f"tests/book/test_ray_cluster.py is not collected here; run: {WRAPPER} python -m pytest tests/book"
@@ -24,8 +48,8 @@ def rng():
 def kokoro_model():
     """hexgrad's KModel at the real Kokoro-82M config with random weights (seed 0)."""
     pytest.importorskip("kokoro")
-    from kokoro_tvm_ext.assets.config import load_config
-    from kokoro_tvm_ext.kokoro.model import build_kmodel
+    from kokoro_tvm_ext.model.adapters.model import build_kmodel
+    from kokoro_tvm_ext.model.config import load_config
 
     return build_kmodel(load_config(), seed=0)
 
@@ -37,8 +61,8 @@ def small_artifact(kokoro_model):
     the compiler sources like any cached artifact, so later runs on the machine reuse it.
     Random weights predict ~25 frames per token at speed 1; tests pass a high speed to keep
     the audio short."""
-    from kokoro_tvm_ext.artifact_cache import artifact_key, ensure_compiled
-    from kokoro_tvm_ext.assets.cache import cache_dir
+    from kokoro_tvm_ext.model.artifact_cache import artifact_key, ensure_compiled
+    from kokoro_tvm_ext.support.cache import cache_dir
 
     out = cache_dir() / "test-artifacts" / artifact_key("random-weights-seed0")
     return ensure_compiled(out, lambda: kokoro_model, quiet=True)

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from kokoro_tvm_ext import artifact_cache
+from kokoro_tvm_ext.model import artifact_cache
 
 
 def test_editing_a_compiler_source_changes_the_key(tmp_path, monkeypatch):
     package = tmp_path / "pkg"
-    for name in ("frontend", "legalize", "passes", "kokoro"):
-        (package / name).mkdir(parents=True)
-    source = package / "passes" / "pipeline.py"
+    (package / "plugin" / "passes").mkdir(parents=True)
+    (package / "model").mkdir()
+    source = package / "plugin" / "passes" / "pipeline.py"
     source.write_text("PASSES = ['a']\n")
-    (package / "runtime").mkdir()
-    for name in ("compile.py", "model_spec.py", "torch_lstm.py", "runtime/weights.py"):
-        (package / name).write_text("")
-    monkeypatch.setattr(artifact_cache, "__file__", str(package / "artifact_cache.py"))
+    monkeypatch.setattr(artifact_cache, "__file__", str(package / "model" / "artifact_cache.py"))
     before = artifact_cache.artifact_key("weights-sha")
     assert before == artifact_cache.artifact_key("weights-sha")  # stable
     source.write_text("PASSES = ['a', 'b']\n")
@@ -37,7 +34,7 @@ def test_an_artifact_of_an_older_format_is_refused_by_name(tmp_path):
 
     import pytest
 
-    from kokoro_tvm_ext.runtime.artifact import FORMAT_VERSION, LIBRARY, META, read_meta
+    from kokoro_tvm_ext.model.runtime.artifact import FORMAT_VERSION, LIBRARY, META, read_meta
 
     (tmp_path / LIBRARY).write_bytes(b"")
     (tmp_path / "weights.bin").write_bytes(b"")
@@ -58,9 +55,10 @@ class FakeWeights:
 def test_the_cache_replaces_a_damaged_entry(small_artifact, tmp_path, monkeypatch, capsys):
     import shutil
 
-    import kokoro_tvm_ext.compile
-    from kokoro_tvm_ext.assets import weights as weights_module
-    from kokoro_tvm_ext.runtime.artifact import LIBRARY, load_checked_meta
+    import kokoro_tvm_ext.model.compile
+    from kokoro_tvm_ext.model.runtime.artifact import LIBRARY, load_checked_meta
+    from kokoro_tvm_ext.speech.artifact import ensure_artifact
+    from kokoro_tvm_ext.speech.assets import weights as weights_module
 
     monkeypatch.setenv("KOKORO_TVM_CACHE", str(tmp_path / "cache"))
     compiled = []
@@ -72,15 +70,15 @@ def test_the_cache_replaces_a_damaged_entry(small_artifact, tmp_path, monkeypatc
 
     monkeypatch.setattr(weights_module, "load_model", lambda weights: None)
     monkeypatch.setattr(weights_module, "materialize", lambda weights: weights)
-    monkeypatch.setattr(kokoro_tvm_ext.compile, "compile_kokoro", compile_by_copy)
+    monkeypatch.setattr(kokoro_tvm_ext.model.compile, "compile_kokoro", compile_by_copy)
 
-    first = artifact_cache.ensure_artifact(FakeWeights())
+    first = ensure_artifact(FakeWeights())
     assert len(compiled) == 1 and "compiling Kokoro" in capsys.readouterr().err
-    assert artifact_cache.ensure_artifact(FakeWeights()) == first and len(compiled) == 1  # reused
+    assert ensure_artifact(FakeWeights()) == first and len(compiled) == 1  # reused
 
     with open(first / LIBRARY, "r+b") as f:  # damage the entry: an interrupted copy
         f.truncate(1 << 20)
-    again = artifact_cache.ensure_artifact(FakeWeights())
+    again = ensure_artifact(FakeWeights())
     err = capsys.readouterr().err
     assert again == first and len(compiled) == 2
     assert "cached artifact cannot be used, compiling it again" in err and "cut short" in err

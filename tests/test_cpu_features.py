@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import kokoro_tvm_ext
-from kokoro_tvm_ext.runtime.cpu_features import UnsupportedCPUError, host_features, target_features
+from kokoro_tvm_ext.model.runtime.cpu_features import UnsupportedCPUError, host_features, target_features
 
 # Features that a current x86 CPU may lack, with their /proc/cpuinfo names: AMX and
 # AVX512-FP16 are Sapphire Rapids and later; XOP and FMA4 were AMD's before Zen.

@@ -116,10 +116,10 @@ def test_exit_codes_by_kind(case, tmp_path, voice_file, capsys, monkeypatch):
 
 
 def test_an_os_error_is_exit_1(tmp_path, monkeypatch, capsys):
-    def disk_full(output):
-        raise OSError(errno.ENOSPC, "No space left on device", output)
+    def disk_full(path):
+        raise OSError(errno.ENOSPC, "No space left on device", path)
 
-    monkeypatch.setattr(say_cmd, "_check_output", disk_full)
+    monkeypatch.setattr(say_cmd, "_check_writable", disk_full)
     assert main(["say", "Hi.", "-o", str(tmp_path / "out.wav")]) == 1
     assert "kokoro-tvm say: [Errno 28] No space left on device" in capsys.readouterr().err
 
@@ -128,7 +128,7 @@ def test_ctrl_c_is_exit_130(tmp_path, monkeypatch, capsys):
     def interrupted(args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(say_cmd, "_check_input", interrupted)
+    monkeypatch.setattr(say_cmd, "_check", interrupted)
     assert main(["say", "Hi.", "-o", str(tmp_path / "out.wav")]) == 130
     assert "interrupted; nothing was written" in capsys.readouterr().err
 
@@ -140,7 +140,7 @@ def test_an_internal_bug_is_not_a_user_error(bug, tmp_path, monkeypatch):
     def broken(args):
         raise bug("an internal bug")
 
-    monkeypatch.setattr(say_cmd, "_check_input", broken)
+    monkeypatch.setattr(say_cmd, "_check", broken)
     with pytest.raises(bug, match="an internal bug"):
         main(["say", "Hi.", "-o", str(tmp_path / "out.wav")])
 
@@ -152,7 +152,7 @@ def test_the_installed_command_shows_a_bugs_traceback_and_exits_1(tmp_path):
         def broken(args):
             raise TypeError("an internal bug")
 
-        say._check_input = broken
+        say._check = broken
         console_main()
     """)
     out = tmp_path / "out.wav"
@@ -166,7 +166,7 @@ def test_the_installed_command_shows_a_bugs_traceback_and_exits_1(tmp_path):
 
 def test_an_artifact_of_another_tvm_is_an_artifact_error(tmp_path, voice_file, capsys):
     """Refused like a damaged one (exit 3), naming both versions, before its library is loaded."""
-    from kokoro_tvm_ext.runtime.artifact import write_meta
+    from kokoro_tvm_ext.model.runtime.artifact import write_meta
 
     for name in ("kokoro.so", "weights.bin"):
         (tmp_path / name).write_bytes(b"\0" * 16)  # never loaded: the version is checked first

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from kokoro_tvm_ext.errors import InvalidInputError
-from kokoro_tvm_ext.model_spec import (
+from kokoro_tvm_ext.model.spec import (
     CONTEXT,
     MAX_TOKENS,
     SAMPLE_RATE,
@@ -55,7 +55,7 @@ def fed_ids(kokoro_model, monkeypatch):
 def test_add_boundary_ids_is_what_kmodel_feeds_its_network(kokoro_model, fed_ids):
     import torch
 
-    from kokoro_tvm_ext.assets import tokenize
+    from kokoro_tvm_ext.speech import tokenize
 
     phonemes = "həlˈO wˈɜɹld"
     kokoro_model(phonemes, torch.zeros(1, STYLE_DIM))
@@ -79,7 +79,7 @@ def test_style_and_frames_match_kmodel(kokoro_model):
     is SAMPLES_PER_FRAME samples of audio."""
     import torch
 
-    from kokoro_tvm_ext.assets.config import load_config
+    from kokoro_tvm_ext.model.config import load_config
 
     assert 2 * load_config()["style_dim"] == STYLE_DIM
     ids = torch.from_numpy(add_boundary_ids([50, 83, 156, 43])).reshape(1, -1)
@@ -92,7 +92,7 @@ def test_style_and_frames_match_kmodel(kokoro_model):
 
 def test_the_reference_takes_tokens_as_the_runtime_does(kokoro_model):
     """With or without the boundary ids, the PyTorch reference speaks the same phoneme tokens."""
-    from kokoro_tvm_ext.kokoro.reference import reference
+    from kokoro_tvm_ext.model.adapters.reference import reference
 
     tokens = [50, 83, 156, 43]
     style = np.full((1, STYLE_DIM), 0.1, np.float32)

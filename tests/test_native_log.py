@@ -3,7 +3,7 @@
 import io
 import os
 
-from kokoro_tvm_ext.native_log import quiet_harmless_warnings
+from kokoro_tvm_ext.plugin.native_log import quiet_harmless_warnings
 
 
 def test_harmless_lines_hidden_others_replayed_in_order():

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from kokoro_tvm_ext.runtime import set_num_threads
+from kokoro_tvm_ext.model.runtime import set_num_threads
 
 # Runs one kernel (which sizes the kernels' pool), then reports both pools' sizes:
 # TVM's as it says, ours through the error a different count gets.
@@ -32,7 +32,7 @@ except ValueError as err:
 def run(before: str, **env_extra) -> tuple[str, str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("TVM_NUM_THREADS", "RAYON_NUM_THREADS")}
     env.update(env_extra)
-    code = "from kokoro_tvm_ext.runtime import set_num_threads\n" + textwrap.dedent(before) + REPORT
+    code = "from kokoro_tvm_ext.model.runtime import set_num_threads\n" + textwrap.dedent(before) + REPORT
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert result.returncode == 0, result.stderr
     counts, message = result.stdout.strip().splitlines()

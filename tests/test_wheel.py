@@ -120,8 +120,8 @@ def test_the_speak_extra_says_text_in_the_bare_venv_as_pytorch_does_without_torc
     bare_venv, wheel, small_artifact, kokoro_model, tmp_path
 ):
     sf = pytest.importorskip("soundfile")
-    from kokoro_tvm_ext.assets import load_config, phonemize, style_for, tokenize
-    from kokoro_tvm_ext.kokoro.reference import reference, reference_float64
+    from kokoro_tvm_ext.model.adapters.reference import reference, reference_float64
+    from kokoro_tvm_ext.speech import load_config, phonemize, style_for, tokenize
 
     env = _bare_env(bare_venv)
     # The runtime-only install for a shipped artifact: WAV output and G2P, no torch.

@@ -1,5 +1,13 @@
 """kokoro-tvm-ext: run Kokoro-82M on stock Apache TVM.
 
+Four layers, each importing only those below it (``tests/test_layers.py`` checks it)::
+
+    apps     cli/  serve/  book/          parse arguments, encode outputs
+    speech   speech/                      Speaker: text + Voice -> chunks -> synthesis -> Speech
+    model    model/                       Kokoro-82M: adapters, compile, artifact cache, runtime
+    plugin   plugin/                      converters, passes, legalizations, kernel interfaces
+             support/, errors, _versions  used by every layer
+
 Importing this package checks the pinned TVM versions, loads TVM's FFI runtime
 (`tvm_ffi`), then loads our Rust library, which registers its kernels under the
 ``kokoro_tvm_ext.`` prefix in TVM's one global function registry. It loads
@@ -9,7 +17,7 @@ neither torch nor TVM's compiler: the converters (``CONVERTERS``,
 
 import os as _os
 
-from ._versions import check_versions as _check_versions
+from kokoro_tvm_ext._versions import check_versions as _check_versions
 
 _check_versions()
 
@@ -27,7 +35,7 @@ _os.environ.setdefault(
 )
 
 # The imports below read the environment set above, so they cannot come first.
-from .torch_free import torch_hidden as _torch_hidden  # noqa: E402
+from kokoro_tvm_ext.support.torch_free import torch_hidden as _torch_hidden  # noqa: E402
 
 try:
     # Must come first: it loads libtvm_ffi.so, the registry our library links to.
@@ -41,7 +49,7 @@ except ImportError as err:  # pragma: no cover - exercised in a subprocess test
         f"({err}). Install it with: pip install apache-tvm-ffi==0.1.15.post2"
     ) from err
 
-from . import _native  # noqa: E402
+from kokoro_tvm_ext import _native  # noqa: E402
 
 __version__: str = _native.__version__
 
@@ -50,23 +58,27 @@ def __getattr__(name: str):
     # Torch-dependent names load on first use, so the runtime needs no torch.
     # Compiler-side names (they import TVM's compiler) load on first use too.
     if name in ("CONVERTERS", "from_exported_program"):
-        from . import frontend
+        from kokoro_tvm_ext.plugin import frontend
 
         return getattr(frontend, name)
     if name == "use_plugin_lstm":
-        from .torch_lstm import use_plugin_lstm
+        from kokoro_tvm_ext.plugin.torch_lstm import use_plugin_lstm
 
         return use_plugin_lstm
     if name == "compile_kokoro":
-        from .compile import compile_kokoro
+        from kokoro_tvm_ext.model.compile import compile_kokoro
 
         return compile_kokoro
     if name in ("enable_kernels", "disable_kernels", "kernels_enabled", "kernels_active"):
-        from . import kernel_legalize
+        from kokoro_tvm_ext.plugin.legalize import switch as kernel_legalize
 
         return getattr(kernel_legalize, name)
+    if name in ("Speaker", "Speech", "Voice"):
+        from kokoro_tvm_ext import speech
+
+        return getattr(speech, name)
     if name == "KokoroTVM":
-        from .runtime import KokoroTVM
+        from kokoro_tvm_ext.model.runtime import KokoroTVM
 
         return KokoroTVM
     raise AttributeError(f"module 'kokoro_tvm_ext' has no attribute {name!r}")
@@ -80,6 +92,9 @@ def registered_functions() -> list[str]:
 __all__ = [
     "CONVERTERS",
     "KokoroTVM",
+    "Speaker",
+    "Speech",
+    "Voice",
     "compile_kokoro",
     "disable_kernels",
     "enable_kernels",

@@ -31,7 +31,7 @@ def make_fake_hf_cache(
 ) -> Path:
     """A minimal on-disk HuggingFace cache entry for hexgrad/Kokoro-82M (plain files, no
     symlinks, which scan_cache_dir accepts). ``voices`` maps a name to a [510, 1, 256] array."""
-    from kokoro_tvm_ext.assets.config import bundled_config_path
+    from kokoro_tvm_ext.model.config import bundled_config_path
 
     repo = hub / "models--hexgrad--Kokoro-82M"
     snap = repo / "snapshots" / commit

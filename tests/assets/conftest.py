@@ -17,6 +17,6 @@ def isolated(tmp_path, monkeypatch) -> Path:
 
 @pytest.fixture(scope="session")
 def bundled_config() -> dict:
-    from kokoro_tvm_ext.assets.config import bundled_config_path
+    from kokoro_tvm_ext.model.config import bundled_config_path
 
     return json.loads(bundled_config_path().read_text(encoding="utf-8"))

@@ -7,8 +7,9 @@ import warnings
 
 import pytest
 
-from kokoro_tvm_ext.assets import g2p
-from kokoro_tvm_ext.assets.g2p import (
+from kokoro_tvm_ext.errors import InvalidInputError
+from kokoro_tvm_ext.speech import g2p
+from kokoro_tvm_ext.speech.g2p import (
     UnknownPhonemeWarning,
     chunk_phonemes,
     chunk_text,
@@ -16,7 +17,6 @@ from kokoro_tvm_ext.assets.g2p import (
     phonemize,
     tokenize,
 )
-from kokoro_tvm_ext.errors import InvalidInputError
 
 pytest.importorskip("misaki")
 pytest.importorskip("spacy")

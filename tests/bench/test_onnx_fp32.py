@@ -11,10 +11,9 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
+from kokoro_bench.onnx_fp32 import dequantized_model  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from onnxruntime.quantization import QuantType, quantize_dynamic  # noqa: E402
-
-from kokoro_tvm_ext.benchmark.onnx_fp32 import dequantized_model  # noqa: E402
 
 INTEGER_OPS = {"MatMulInteger", "ConvInteger", "DynamicQuantizeLinear", "DynamicQuantizeLSTM"}
 C, L, H = 6, 9, 5

@@ -4,10 +4,14 @@ The driver spawns workers with ``subprocess`` while it holds models and audio;
 ``ru_maxrss`` would start every worker at the driver's peak (it survives exec).
 """
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"  # kokoro_bench, outside the installed package
 
 MIB = 1 << 20
 PARENT_MIB = 2048
@@ -17,7 +21,7 @@ CHILD_MIB = 300
 TOUCH = "buf = bytearray({n} * {mib})\nfor i in range(0, len(buf), 4096):\n    buf[i] = 1\n"
 CHILD = (
     "import sys\n"
-    "from kokoro_tvm_ext.benchmark.workers import peak_rss_mb\n"
+    "from kokoro_bench.workers import peak_rss_mb\n"
     "before = peak_rss_mb()\n" + TOUCH.format(n=CHILD_MIB, mib=MIB) + "print(before, peak_rss_mb())\n"
 )
 PARENT = (
@@ -30,7 +34,8 @@ PARENT = (
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the inherited ru_maxrss is Linux's")
 def test_a_worker_reports_its_own_peak_not_its_parents():
-    out = subprocess.run([sys.executable, "-c", PARENT, CHILD], capture_output=True, text=True, check=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(BENCH), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", PARENT, CHILD], capture_output=True, text=True, check=True, env=env)
     before, after = map(float, out.stdout.split())
     # The child's imports (TVM maps ~0.7 GiB) stay well below the parent's 2 GiB...
     assert before < PARENT_MIB - 512, before

@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
+from kokoro_bench import peers  # noqa: E402
 from onnx import TensorProto, helper  # noqa: E402
-
-from kokoro_tvm_ext.benchmark import peers  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from book_inputs import BOOK_MD
-
-from kokoro_tvm_ext.benchmark.local_ray import in_loopback_namespace
+from kokoro_bench.local_ray import in_loopback_namespace
 
 RAY_TESTS = "test_ray_cluster.py"
 # The Ray cluster tests run only where loopback is the one network interface (see

@@ -16,10 +16,10 @@ av = pytest.importorskip("av")
 
 def solo_reference(runtime, text: str, chapter: int, pack, vocab, unit_chars: int):
     """A chapter spoken chunk by chunk, each a solo ``synthesize`` call with its position's seed."""
-    from kokoro_tvm_ext.assets import phonemize_words, style_for, tokenize
     from kokoro_tvm_ext.book.plan import chapter_units, chunk_seed
     from kokoro_tvm_ext.book.sources import Chapter
-    from kokoro_tvm_ext.speech_chunks import chunk_words
+    from kokoro_tvm_ext.speech import phonemize_words, style_for, tokenize
+    from kokoro_tvm_ext.speech.chunks import chunk_words
 
     pieces = []
     for unit in chapter_units(Chapter("", text), chapter, unit_chars):
@@ -65,8 +65,8 @@ def spoken(tmp_path_factory, artifact, voice_file):
 
 
 def test_chapters_match_solo_synthesis_of_every_chunk(spoken, voice_file, runtime):
-    from kokoro_tvm_ext.assets import load_config
     from kokoro_tvm_ext.book.sources import read_book
+    from kokoro_tvm_ext.speech import load_config
 
     book, chapters = spoken
     pack, vocab = np.load(voice_file), load_config()["vocab"]
@@ -102,32 +102,33 @@ class Interrupting:
     def __init__(self, inner, stop_after=None):
         self.inner, self.stop_after, self.asked = inner, stop_after, []
 
-    def run(self, units, voice, vocab):
+    def run(self, units, reading):
         self.asked += [u.key for u in units]
-        for n, result in enumerate(self.inner.run(units, voice, vocab), 1):
+        for n, result in enumerate(self.inner.run(units, reading), 1):
             yield result
             if self.stop_after is not None and n >= self.stop_after:
                 raise KeyboardInterrupt
 
 
-def test_an_interrupted_book_resumes_without_redoing_finished_chapters(tmp_path, spoken, runtime, voice_file):
-    from kokoro_tvm_ext.assets import load_config
+def test_an_interrupted_book_resumes_without_redoing_finished_chapters(tmp_path, spoken, artifact, voice_file):
     from kokoro_tvm_ext.book.job import LocalExecutor, speak_book
-    from kokoro_tvm_ext.book.render import Voice
+    from kokoro_tvm_ext.book.render import Reading
     from kokoro_tvm_ext.book.resume import ChapterStore
     from kokoro_tvm_ext.book.sources import read_book
+    from kokoro_tvm_ext.speech import Speaker, Voice
 
     book, full = spoken
     chapters = read_book(book).chapters
-    voice, vocab = Voice(np.load(voice_file), "a", float(SPEED), 0), load_config()["vocab"]
+    reading = Reading(Voice.load(str(voice_file), lang="a"), float(SPEED), 0)
+    speaker = Speaker.load(artifact)
     store = ChapterStore(tmp_path / "book.m4b", "s")
-    first = Interrupting(LocalExecutor(runtime), stop_after=3)  # chapter 0 is units 0-1, chapter 1 is units 0-1
+    first = Interrupting(LocalExecutor(speaker), stop_after=3)  # chapter 0 is units 0-1, chapter 1 is units 0-1
     with pytest.raises(KeyboardInterrupt):
-        speak_book(chapters, first, voice, vocab, 24000, store, quiet=True, unit_chars=60)
+        speak_book(chapters, first, reading, 24000, store, quiet=True, unit_chars=60)
     assert first.asked == [(0, 0), (0, 1), (1, 0), (1, 1)]
     assert len(list(store.dir.glob("*.npz"))) == 1  # chapter 0 kept; chapter 1's one unit is not a chapter
-    again = Interrupting(LocalExecutor(runtime))
-    resumed = speak_book(chapters, again, voice, vocab, 24000, store, quiet=True, unit_chars=60)
+    again = Interrupting(LocalExecutor(speaker))
+    resumed = speak_book(chapters, again, reading, 24000, store, quiet=True, unit_chars=60)
     assert again.asked == [(1, 0), (1, 1)]
     for a, b in zip(resumed, full):  # the uninterrupted run's samples
         np.testing.assert_array_equal(a.samples, b)
@@ -135,8 +136,8 @@ def test_an_interrupted_book_resumes_without_redoing_finished_chapters(tmp_path,
     from dataclasses import replace
 
     edited = [chapters[0], replace(chapters[1], text=chapters[1].text + " Really over.")]
-    third = Interrupting(LocalExecutor(runtime))
-    speak_book(edited, third, voice, vocab, 24000, store, quiet=True, unit_chars=60)
+    third = Interrupting(LocalExecutor(speaker))
+    speak_book(edited, third, reading, 24000, store, quiet=True, unit_chars=60)
     assert {k[0] for k in third.asked} == {1}
 
 

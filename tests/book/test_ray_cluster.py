@@ -17,8 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from book_inputs import book_args
-
-from kokoro_tvm_ext.benchmark.local_ray import free_port, local_cluster
+from kokoro_bench.local_ray import free_port, local_cluster
 
 sf = pytest.importorskip("soundfile")
 TASK_TITLE = "ray::_render_task"  # a Ray worker's process title while it runs our task
@@ -113,12 +112,12 @@ def test_the_ray_serve_deployment_answers_as_the_server_does(cluster, artifact):
     from fastapi.testclient import TestClient
     from ray import serve
 
-    from kokoro_tvm_ext.book.ray_serve import build_app
     from kokoro_tvm_ext.serve.app import create_app
-    from kokoro_tvm_ext.serve.backends import TvmBackend
+    from kokoro_tvm_ext.serve.ray_deployment import build_app
+    from kokoro_tvm_ext.speech import Speaker
 
     body = {"input": "Hello there. Ray serves this.", "response_format": "wav", "speed": 4.0, "stream": False}
-    with TestClient(create_app(TvmBackend(artifact))) as client:
+    with TestClient(create_app(Speaker.load(artifact))) as client:
         local = client.post("/v1/audio/speech", json=body)
     assert local.status_code == 200, local.text
     expected, _ = sf.read(io.BytesIO(local.content), dtype="int16")

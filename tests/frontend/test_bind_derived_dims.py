@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 from tvm_build import build_vm, run_vm  # noqa: E402
 
 import kokoro_tvm_ext  # noqa: E402
-from kokoro_tvm_ext.frontend.bind_derived_dims import BindDerivedInputDims  # noqa: E402
+from kokoro_tvm_ext.plugin.frontend.bind_derived_dims import BindDerivedInputDims  # noqa: E402
 
 T = torch.export.Dim("T", min=2, max=64)
 

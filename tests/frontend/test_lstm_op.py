@@ -12,8 +12,8 @@ from torch import nn  # noqa: E402
 from tvm import relax  # noqa: E402
 
 import kokoro_tvm_ext  # noqa: E402
-from kokoro_tvm_ext.frontend.lstm import LSTMCall, lstm_op  # noqa: E402
-from kokoro_tvm_ext.passes.dispatch_kernels import DispatchToPluginKernels  # noqa: E402
+from kokoro_tvm_ext.plugin.frontend.lstm import LSTMCall, lstm_op  # noqa: E402
+from kokoro_tvm_ext.plugin.passes.dispatch_kernels import DispatchToPluginKernels  # noqa: E402
 
 TARGET = tvm.target.Target({"kind": "llvm"})
 KERNEL_CALL = 'R.call_dps_packed("kokoro_tvm_ext.lstm"'

@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 from tvm_build import build_vm, run_vm  # noqa: E402
 
 import kokoro_tvm_ext  # noqa: E402
-from kokoro_tvm_ext.frontend.random import PHILOX_M, PHILOX_W, philox_key  # noqa: E402
+from kokoro_tvm_ext.plugin.frontend.random import PHILOX_M, PHILOX_W, philox_key  # noqa: E402
 
 
 def philox4x32_10(counters: np.ndarray, key: tuple[int, int]) -> list[np.ndarray]:

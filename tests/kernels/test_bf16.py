@@ -20,7 +20,7 @@ import tvm  # noqa: E402
 from tvm import relax  # noqa: E402
 
 import kokoro_tvm_ext  # noqa: E402
-from kokoro_tvm_ext.passes.pipeline import cpu_pipeline, plugin_passes  # noqa: E402
+from kokoro_tvm_ext.plugin.passes.pipeline import cpu_pipeline, plugin_passes  # noqa: E402
 
 TARGET = tvm.target.Target({"kind": "llvm"})
 NATIVE = bool(tvm.get_global_func("kokoro_tvm_ext.bf16_native")())
@@ -134,7 +134,7 @@ FALLBACK = """
 import numpy as np, torch, tvm
 from tvm import relax
 import kokoro_tvm_ext
-from kokoro_tvm_ext.passes.pipeline import cpu_pipeline
+from kokoro_tvm_ext.plugin.passes.pipeline import cpu_pipeline
 assert not tvm.get_global_func("kokoro_tvm_ext.bf16_native")()
 torch.manual_seed(0)
 conv = torch.nn.Conv1d(6, 10, 5, padding=2).eval()

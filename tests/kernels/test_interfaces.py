@@ -11,7 +11,8 @@ import tvm_ffi
 from tvm import relax, tirx
 
 import kokoro_tvm_ext
-from kokoro_tvm_ext import _native, kernels
+from kokoro_tvm_ext import _native
+from kokoro_tvm_ext.plugin import kernels
 
 T = relax.TensorType
 

@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("kokoro")
 
 import kokoro_tvm_ext  # noqa: E402
-from kokoro_tvm_ext.kokoro.reference import reference  # noqa: E402
+from kokoro_tvm_ext.model.adapters.reference import reference  # noqa: E402
 
 SPEED = 9.0  # few frames per token: a short run on the same code path
 
@@ -27,8 +27,8 @@ def snr_db(got: np.ndarray, want: np.ndarray) -> float:
 @pytest.fixture(scope="module")
 def bf16_runtime(kokoro_model):
     # Cached across runs like tests/conftest.py's small_artifact.
-    from kokoro_tvm_ext.artifact_cache import artifact_key, ensure_compiled
-    from kokoro_tvm_ext.assets.cache import cache_dir
+    from kokoro_tvm_ext.model.artifact_cache import artifact_key, ensure_compiled
+    from kokoro_tvm_ext.support.cache import cache_dir
 
     out = cache_dir() / "test-artifacts" / artifact_key("random-weights-seed0", precision="bf16")
     return kokoro_tvm_ext.KokoroTVM(ensure_compiled(out, lambda: kokoro_model, precision="bf16", quiet=True))
@@ -57,7 +57,7 @@ def test_bf16_spectrum_differs_from_pytorch_less_than_another_noise_draw(bf16_ru
     The bound is PyTorch's own: the same model in fp32 with a different noise draw. A lossy mode
     whose spectrum moves less than re-drawing SineGen's noise does is not audible as loss.
     """
-    from kokoro_tvm_ext.benchmark.fidelity import log_mel_l1
+    from kokoro_bench.fidelity import log_mel_l1
 
     pytest.importorskip("librosa")
     rng = np.random.default_rng(7)

@@ -17,9 +17,9 @@ from tvm.relax.expr_functor import PyExprVisitor, visitor  # noqa: E402
 from tvm_build import build_vm, run_vm  # noqa: E402
 
 import kokoro_tvm_ext  # noqa: E402
-from kokoro_tvm_ext.kernels import KernelCall  # noqa: E402
-from kokoro_tvm_ext.passes.pipeline import cpu_pipeline, plugin_passes  # noqa: E402
-from kokoro_tvm_ext.runtime.weights import load_weights, write_weights  # noqa: E402
+from kokoro_tvm_ext.model.runtime.weights import load_weights, write_weights  # noqa: E402
+from kokoro_tvm_ext.plugin.kernels import KernelCall  # noqa: E402
+from kokoro_tvm_ext.plugin.passes.pipeline import cpu_pipeline, plugin_passes  # noqa: E402
 
 TARGET = tvm.target.Target({"kind": "llvm"})
 
@@ -379,7 +379,7 @@ class LSTMish(torch.nn.Module):
 
 @pytest.mark.parametrize("impl", ["plugin", "tir"])
 def test_merged_modules_keep_their_entries_apart(impl):
-    from kokoro_tvm_ext.passes.merge_modules import merge_modules
+    from kokoro_tvm_ext.plugin.passes.merge_modules import merge_modules
 
     lstm = kokoro_tvm_ext.use_plugin_lstm(LSTMish().eval())
     a = _export(Double(), (torch.ones(2),))

@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("kokoro")
 
 import kokoro_tvm_ext  # noqa: E402
-from kokoro_tvm_ext.kokoro.reference import _durations, reference, reference_float64  # noqa: E402
+from kokoro_tvm_ext.model.adapters.reference import _durations, reference, reference_float64  # noqa: E402
 
 # Random weights predict ~25 frames per token at speed 1; a high speed keeps
 # the frame count (and the test's run time) small without changing the path.

@@ -25,7 +25,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("kokoro")
 
-from kokoro_tvm_ext.kokoro import decoder as kd  # noqa: E402
+from kokoro_tvm_ext.model.adapters import decoder as kd  # noqa: E402
 
 SAMPLES_PER_FRAME = 600
 

@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 
 from tvm_build import build_vm, run_vm  # noqa: E402
 
-from kokoro_tvm_ext.kokoro.stft import ConvSTFT  # noqa: E402
+from kokoro_tvm_ext.model.adapters.stft import ConvSTFT  # noqa: E402
 
 N_FFT, HOP = 20, 5  # Kokoro-82M's gen_istft_n_fft / gen_istft_hop_size
 

@@ -7,7 +7,7 @@ import tvm
 from tvm.script import ir as I
 from tvm.script import tirx as T
 
-from kokoro_tvm_ext.passes.cpu_schedule import ScheduleParallelLoops
+from kokoro_tvm_ext.plugin.passes.cpu_schedule import ScheduleParallelLoops
 
 TARGET = tvm.target.Target({"kind": "llvm"})
 

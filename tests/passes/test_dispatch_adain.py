@@ -10,7 +10,7 @@ from tvm.script import ir as I
 from tvm.script import relax as R
 from tvm.script import tirx as T
 
-from kokoro_tvm_ext.passes.dispatch_adain import DispatchAdaIN
+from kokoro_tvm_ext.plugin.passes.dispatch_adain import DispatchAdaIN
 
 
 def dispatched(mod):

@@ -9,7 +9,7 @@ from tvm.script import ir as I
 from tvm.script import relax as R
 from tvm.script import tirx as T
 
-from kokoro_tvm_ext.passes.dispatch_kernels import DispatchToPluginKernels
+from kokoro_tvm_ext.plugin.passes.dispatch_kernels import DispatchToPluginKernels
 
 
 @I.ir_module

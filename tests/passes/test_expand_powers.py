@@ -9,7 +9,7 @@ from tvm.script import ir as I
 from tvm.script import relax as R
 from tvm_build import build_vm, run_vm
 
-from kokoro_tvm_ext.passes.expand_powers import ExpandSmallPowers
+from kokoro_tvm_ext.plugin.passes.expand_powers import ExpandSmallPowers
 
 
 @I.ir_module

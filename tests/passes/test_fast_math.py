@@ -12,7 +12,7 @@ from tvm.script import ir as I
 from tvm.script import relax as R
 from tvm_build import TARGET, run_vm
 
-from kokoro_tvm_ext.passes.pipeline import cpu_pipeline
+from kokoro_tvm_ext.plugin.passes.pipeline import cpu_pipeline
 
 
 @I.ir_module

@@ -8,7 +8,7 @@ from tvm.script import ir as I
 from tvm.script import relax as R
 from tvm.script import tirx as T
 
-from kokoro_tvm_ext.passes.fold_bias import FoldBiasIntoKernels
+from kokoro_tvm_ext.plugin.passes.fold_bias import FoldBiasIntoKernels
 
 
 @I.ir_module

@@ -8,8 +8,8 @@ from tvm import relax
 from tvm.script import ir as I
 from tvm.script import relax as R
 
-from kokoro_tvm_ext.passes.lift_weights import LiftWeights
-from kokoro_tvm_ext.runtime.weights import load_weights, write_weights
+from kokoro_tvm_ext.model.runtime.weights import load_weights, write_weights
+from kokoro_tvm_ext.plugin.passes.lift_weights import LiftWeights
 
 
 def _tensor(shape, seed=0, dtype="float32"):

@@ -8,7 +8,7 @@ from tvm.script import ir as I
 from tvm.script import relax as R
 from tvm.script import tirx as T
 
-from kokoro_tvm_ext.passes.merge_modules import merge_modules
+from kokoro_tvm_ext.plugin.passes.merge_modules import merge_modules
 
 
 def _stage(scale: float):

@@ -11,7 +11,7 @@ from tvm.script import ir as I
 from tvm.script import relax as R
 from tvm.script import tirx as T
 
-from kokoro_tvm_ext.passes.pack_bf16 import PRECISION_ATTR, PackWeightsBF16, check_precision
+from kokoro_tvm_ext.plugin.passes.pack_bf16 import PRECISION_ATTR, PackWeightsBF16, check_precision
 
 
 def _weight(*shape, seed=0):

@@ -10,7 +10,7 @@ from tvm.script import ir as I
 from tvm.script import relax as R
 from tvm.script import tirx as T
 
-from kokoro_tvm_ext.passes.pack_winograd import PackWeightsWinograd, worth_it
+from kokoro_tvm_ext.plugin.passes.pack_winograd import PackWeightsWinograd, worth_it
 
 
 def _weight(*shape, seed=0):

@@ -13,7 +13,7 @@ from tvm.script import ir as I
 from tvm.script import relax as R
 from tvm_build import run_vm
 
-from kokoro_tvm_ext.passes.pipeline import PIPELINE_NAME, cpu_pipeline, pass_list, plugin_passes
+from kokoro_tvm_ext.plugin.passes.pipeline import PIPELINE_NAME, cpu_pipeline, pass_list, plugin_passes
 
 TARGET = tvm.target.Target({"kind": "llvm"})
 
@@ -61,9 +61,9 @@ def test_bad_options_are_refused_with_the_reason():
 _REGISTRATION = """
 import tvm.relax.pipeline as p
 stock = set(p.PIPELINE_MAP)
-import kokoro_tvm_ext, kokoro_tvm_ext.frontend
+import kokoro_tvm_ext, kokoro_tvm_ext.plugin.frontend
 assert set(p.PIPELINE_MAP) == stock, sorted(set(p.PIPELINE_MAP) - stock)
-import kokoro_tvm_ext.passes
+import kokoro_tvm_ext.plugin.passes
 assert set(p.PIPELINE_MAP) - stock == {"kokoro_tvm_ext_cpu"}, sorted(set(p.PIPELINE_MAP) - stock)
 """
 

@@ -10,7 +10,7 @@ from tvm.script import relax as R
 from tvm.script import tirx as T
 from tvm_build import build_vm
 
-from kokoro_tvm_ext.passes.remove_noop_copies import RemoveNoOpCopies
+from kokoro_tvm_ext.plugin.passes.remove_noop_copies import RemoveNoOpCopies
 
 
 @I.ir_module

@@ -16,10 +16,10 @@ import textwrap
 
 import pytest
 
-from kokoro_tvm_ext import file_hash
 from kokoro_tvm_ext.errors import ArtifactCorruptError, ArtifactMissingError
-from kokoro_tvm_ext.runtime import artifact
-from kokoro_tvm_ext.runtime.artifact import LIBRARY, META, VERIFIED_STAMP, WEIGHTS, load_checked_meta
+from kokoro_tvm_ext.model.runtime import artifact
+from kokoro_tvm_ext.model.runtime.artifact import LIBRARY, META, VERIFIED_STAMP, WEIGHTS, load_checked_meta
+from kokoro_tvm_ext.support import file_hash
 
 
 def load_in_subprocess(out_dir) -> subprocess.CompletedProcess:

@@ -16,7 +16,7 @@ import pytest
 
 PROBE = textwrap.dedent("""
     import ctypes, json
-    from kokoro_tvm_ext.runtime.heap import release_free_memory
+    from kokoro_tvm_ext.model.runtime.heap import release_free_memory
 
     libc = ctypes.CDLL("libc.so.6")
     libc.malloc.restype = ctypes.c_void_p

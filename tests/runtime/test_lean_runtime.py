@@ -48,7 +48,7 @@ def run_and_report(code: str, env: dict | None = None) -> dict:
 def cache_with_artifact(small_artifact, tmp_path):
     """A user cache holding ``small_artifact`` as the compiled artifact of a weights file
     (whose bytes are never read as weights: finding the artifact must not load them)."""
-    from kokoro_tvm_ext.artifact_cache import artifact_key
+    from kokoro_tvm_ext.model.artifact_cache import artifact_key
 
     weights = tmp_path / "kokoro.pth"
     weights.write_bytes(os.urandom(1 << 20))
@@ -58,7 +58,8 @@ def cache_with_artifact(small_artifact, tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys; from kokoro_tvm_ext.assets.weights import locate; print(locate(sys.argv[1]).fingerprint())",
+            "import sys; from kokoro_tvm_ext.speech.assets.weights import locate; "
+            "print(locate(sys.argv[1]).fingerprint())",
             str(weights),
         ],
         capture_output=True,
@@ -141,7 +142,7 @@ def test_a_library_imported_with_torch_hidden_sees_none_and_torch_imports_afterw
     )
     code = textwrap.dedent("""
         import sys
-        from kokoro_tvm_ext.torch_free import torch_hidden
+        from kokoro_tvm_ext.support.torch_free import torch_hidden
         with torch_hidden():
             import wants_torch
         assert wants_torch.HAS_TORCH is False and "torch" not in sys.modules
@@ -162,8 +163,8 @@ def test_a_library_imported_with_torch_hidden_sees_none_and_torch_imports_afterw
 
 
 def test_a_weights_file_is_hashed_once_while_it_is_unchanged(tmp_path, monkeypatch):
-    from kokoro_tvm_ext import file_hash
-    from kokoro_tvm_ext.assets.weights import locate
+    from kokoro_tvm_ext.speech.assets.weights import locate
+    from kokoro_tvm_ext.support import file_hash
 
     monkeypatch.setenv("KOKORO_TVM_CACHE", str(tmp_path / "cache"))
     weights = tmp_path / "w.pth"
@@ -187,7 +188,7 @@ def test_a_weights_file_is_hashed_once_while_it_is_unchanged(tmp_path, monkeypat
 def test_the_cpu_id_names_vendor_family_model_and_a_hash_of_the_flags(tmp_path):
     import hashlib
 
-    from kokoro_tvm_ext.runtime.cpu_features import host_cpu_id
+    from kokoro_tvm_ext.model.runtime.cpu_features import host_cpu_id
 
     flags = "fpu sse2 avx2 avx512f"
     block = f"processor\t: {{n}}\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\nflags\t\t: {flags}\n\n"
@@ -201,11 +202,11 @@ def test_the_cpu_id_names_vendor_family_model_and_a_hash_of_the_flags(tmp_path):
 
 def test_the_artifact_key_needs_no_tvm():
     code = (
-        "import sys\nfrom kokoro_tvm_ext.artifact_cache import artifact_key\n"
+        "import sys\nfrom kokoro_tvm_ext.model.artifact_cache import artifact_key\n"
         "print(artifact_key('w' * 64))\nassert 'tvm' not in sys.modules, 'tvm was imported'\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
-    from kokoro_tvm_ext.artifact_cache import artifact_key
+    from kokoro_tvm_ext.model.artifact_cache import artifact_key
 
     assert result.stdout.strip() == artifact_key("w" * 64)  # the same key as a process with TVM loaded

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-
-from kokoro_tvm_ext.benchmark.serve_load import wait_until_healthy
+from kokoro_bench.serve_load import wait_until_healthy
 
 SPEED = 4.0
 SAMPLE_RATE = 24000
@@ -110,7 +109,7 @@ def openai_client(server):
 
 @pytest.fixture(scope="session")
 def voice():
-    from kokoro_tvm_ext.assets import list_voices
+    from kokoro_tvm_ext.speech import list_voices
 
     voices = list_voices()
     if not voices:

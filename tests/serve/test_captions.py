@@ -27,19 +27,24 @@ def one_shot(server, voice):
     return r.json()
 
 
-def expected_times(runtime, voice, text=TEXT, first_clause=True, seed=0):
+def expected_times(runtime, voice, text=TEXT, first_clause=True, seed=0, pack_sentences=False):
     """Word (start, end) in seconds, by hand from each chunk's durations: a word runs from the
-    middle of the space before it to the middle of the space after it (KPipeline's rule)."""
-    from kokoro_tvm_ext.assets import load_config, load_voice, phonemize_words, style_for, tokenize
+    middle of the space before it to the middle of the space after it (KPipeline's rule).
+    ``first_clause``: the server's chunks; ``pack_sentences``: `say`'s (whole sentences packed)."""
     from kokoro_tvm_ext.serve.plan import Limits
-    from kokoro_tvm_ext.speech_chunks import chunk_words
+    from kokoro_tvm_ext.speech import load_config, load_voice, phonemize_words, style_for, tokenize
+    from kokoro_tvm_ext.speech.chunks import chunk_words
 
     vocab = load_config()["vocab"]
     pack = load_voice(voice)
     out, offset = [], 0
     for i, chunk in enumerate(
         chunk_words(
-            phonemize_words(text), vocab, first_clause=first_clause, first_chunk_tokens=Limits().first_chunk_tokens
+            phonemize_words(text),
+            vocab,
+            pack_sentences=pack_sentences,
+            first_clause=first_clause,
+            first_chunk_tokens=Limits().first_chunk_tokens,
         )
     ):
         tokens = tokenize(chunk.phonemes, vocab)

@@ -90,17 +90,15 @@ def test_first_chunks_go_before_later_chunks_of_a_long_request(runtime):
     first (only) chunk before the long request's remaining chunks."""
     import threading
 
-    from kokoro_tvm_ext.serve.backends import TvmBackend
-    from kokoro_tvm_ext.serve.scheduler import Piece, Scheduler
+    from kokoro_tvm_ext.serve.scheduler import Scheduler
+    from kokoro_tvm_ext.speech import PlannedChunk
 
-    backend = TvmBackend.__new__(TvmBackend)
-    backend.runtime, backend.sample_rate, backend.max_tokens = runtime, runtime.sample_rate, runtime.max_tokens
-    scheduler = Scheduler(backend, max_batch=4)
+    scheduler = Scheduler(runtime, max_batch=4)
     order, done = [], threading.Event()
     style = np.zeros((1, 256), np.float32)
 
     def piece(seed):
-        return Piece(np.array([50, 83, 156, 16, 43], np.int64), style, SPEED, seed)
+        return PlannedChunk("", np.array([50, 83, 156, 16, 43], np.int64), style, SPEED, seed)
 
     def recorder(name, total):
         def deliver(index, result, error):
@@ -128,21 +126,21 @@ def test_a_batch_of_first_chunks_delivers_each_as_soon_as_its_audio_is_made(runt
     request's audio stage has even run, and each equals its solo synthesis."""
     import threading
 
-    from kokoro_tvm_ext.serve.backends import TvmBackend
-    from kokoro_tvm_ext.serve.scheduler import Piece, Scheduler
+    from kokoro_tvm_ext.serve.scheduler import Scheduler
+    from kokoro_tvm_ext.speech import PlannedChunk
 
     events, gate, delivered = [], threading.Event(), threading.Semaphore(0)
 
-    class Recording(TvmBackend):
+    class Recording:
+        sample_rate, max_tokens = runtime.sample_rate, runtime.max_tokens
+
         def iter_batch(self, tokens_list, styles, speeds, seeds):
             gate.wait(60)  # hold the worker until all four requests wait, so they form one batch
-            for i, result in enumerate(super().iter_batch(tokens_list, styles, speeds, seeds)):
+            for i, result in enumerate(runtime.iter_batch(tokens_list, styles, speeds, seeds)):
                 events.append(("made", len(tokens_list), i))
                 yield result
 
-    backend = Recording.__new__(Recording)
-    backend.runtime, backend.sample_rate, backend.max_tokens = runtime, runtime.sample_rate, runtime.max_tokens
-    scheduler = Scheduler(backend, max_batch=4)
+    scheduler = Scheduler(Recording(), max_batch=4)
     style = np.zeros((1, 256), np.float32)
     tokens = [np.array([50, 83, 156, 16, 43][: 2 + k], np.int64) for k in range(4)]
     got = {}
@@ -157,9 +155,9 @@ def test_a_batch_of_first_chunks_delivers_each_as_soon_as_its_audio_is_made(runt
         return deliver
 
     try:
-        scheduler.submit([Piece(np.array([16], np.int64), style, SPEED, 0)], recorder("blocker"))
+        scheduler.submit([PlannedChunk("", np.array([16], np.int64), style, SPEED, 0)], recorder("blocker"))
         for k in range(4):
-            scheduler.submit([Piece(tokens[k], style, SPEED, k)], recorder(k))
+            scheduler.submit([PlannedChunk("", tokens[k], style, SPEED, k)], recorder(k))
         gate.set()
         for _ in range(5):
             assert delivered.acquire(timeout=120)

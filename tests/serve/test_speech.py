@@ -37,9 +37,9 @@ def reference_pcm(server, voice):
 
 
 def test_pcm_is_the_chunks_audio_back_to_back(reference_pcm, runtime, voice):
-    from kokoro_tvm_ext.assets import load_config, load_voice, phonemize_words, style_for, tokenize
     from kokoro_tvm_ext.serve.plan import Limits
-    from kokoro_tvm_ext.speech_chunks import chunk_words
+    from kokoro_tvm_ext.speech import load_config, load_voice, phonemize_words, style_for, tokenize
+    from kokoro_tvm_ext.speech.chunks import chunk_words
 
     vocab = load_config()["vocab"]
     pack = load_voice(voice)
@@ -98,7 +98,7 @@ def test_openai_client_streams_speech(openai_client, voice, reference_pcm):
 
 
 def test_blends_in_both_syntaxes_are_the_same_voice(server):
-    from kokoro_tvm_ext.assets import list_voices
+    from kokoro_tvm_ext.speech import list_voices
 
     names = [v.name for v in list_voices()][:2]
     if len(names) < 2:

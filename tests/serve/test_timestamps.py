@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from kokoro_tvm_ext.assets import Word, count_tokens, load_config, phonemize, phonemize_words
-from kokoro_tvm_ext.speech_chunks import chunk_words
-from kokoro_tvm_ext.subtitles import render
-from kokoro_tvm_ext.timestamps import WordTiming, word_timings
+from kokoro_tvm_ext.speech import Word, count_tokens, load_config, phonemize, phonemize_words
+from kokoro_tvm_ext.speech.chunks import chunk_words
+from kokoro_tvm_ext.speech.subtitles import render
+from kokoro_tvm_ext.speech.timestamps import WordTiming, word_timings
 
 VOCAB = load_config()["vocab"]
 TEXTS = [

@@ -29,7 +29,7 @@ from hifigan import SMALL, make_generator, random_mel  # noqa: E402
 from tvm import relax  # noqa: E402
 from tvm.relax.frontend.torch import from_exported_program  # noqa: E402
 
-from kokoro_tvm_ext.compile import default_target  # noqa: E402
+from kokoro_tvm_ext.model.compile import default_target  # noqa: E402
 
 FRAMES = (16, 37)  # mel frames: 4096 and 9472 samples; 37 is odd, and neither is the export's example length
 REL_TOL = 1e-4

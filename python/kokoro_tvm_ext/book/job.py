@@ -12,22 +12,22 @@ import sys
 
 import numpy as np
 
-from .output import ChapterAudio
-from .plan import UNIT_CHARS, Unit, chapter_units
-from .render import UnitAudio, Voice, render_unit
-from .resume import ChapterStore
-from .sources import Chapter
+from kokoro_tvm_ext.book.output import ChapterAudio
+from kokoro_tvm_ext.book.plan import UNIT_CHARS, Unit, chapter_units
+from kokoro_tvm_ext.book.render import Reading, UnitAudio, render_unit
+from kokoro_tvm_ext.book.resume import ChapterStore
+from kokoro_tvm_ext.book.sources import Chapter
 
 
 class LocalExecutor:
-    """Every unit in this process, on one loaded artifact."""
+    """Every unit in this process, on one Speaker."""
 
-    def __init__(self, runtime):
-        self.runtime = runtime
+    def __init__(self, speaker):
+        self.speaker = speaker
 
-    def run(self, units: list[Unit], voice: Voice, vocab: dict[str, int]):
+    def run(self, units: list[Unit], reading: Reading):
         for unit in units:
-            yield render_unit(self.runtime, unit, voice, vocab)
+            yield render_unit(self.speaker, unit, reading)
 
     def close(self) -> None:
         pass
@@ -60,8 +60,7 @@ def _progress(total_chars: int, done_chapters: int, chapters: int, quiet: bool):
 def speak_book(
     chapters: list[Chapter],
     executor,
-    voice: Voice,
-    vocab: dict[str, int],
+    reading: Reading,
     sample_rate: int,
     store: ChapterStore,
     *,
@@ -83,7 +82,7 @@ def speak_book(
     chars = {u.key: u.chars for u in units}
     received: dict[int, dict[int, UnitAudio]] = {i: {} for i in expected}
     with _progress(sum(chars.values()), len(finished), len(chapters), quiet) as bar:
-        for result in executor.run(units, voice, vocab):
+        for result in executor.run(units, reading):
             ch, index = result.key
             if ch not in received or index in received[ch]:
                 continue  # a duplicate of a unit already in

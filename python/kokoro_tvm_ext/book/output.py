@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InvalidInputError, MissingAssetError, UnwritablePathError
+from kokoro_tvm_ext.errors import InvalidInputError, MissingAssetError, UnwritablePathError
 
 # suffix -> (muxer, codec, the codec's sample format, bit rate or None)
 FILE_FORMATS = {
@@ -150,9 +150,9 @@ def _safe_name(title: str) -> str:
 
 
 def write_srt(path: Path, timings) -> None:
-    from ..assets.cache import atomic_write
-    from ..subtitles import render
-    from ..timestamps import WordTiming
+    from kokoro_tvm_ext.speech.subtitles import render
+    from kokoro_tvm_ext.speech.timestamps import WordTiming
+    from kokoro_tvm_ext.support.cache import atomic_write
 
     words = [WordTiming(w, s, e, bool(space)) for w, s, e, space in timings]
     with atomic_write(path) as f:

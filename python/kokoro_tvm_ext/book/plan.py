@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InvalidInputError
-from .sources import Chapter, paragraphs
+from kokoro_tvm_ext.book.sources import Chapter, paragraphs
+from kokoro_tvm_ext.errors import InvalidInputError
 
 UNIT_CHARS = 1500  # ~100 s of speech: long enough to batch, short enough to spread a chapter
 

@@ -1,7 +1,7 @@
 """Units of a book spread over a Ray cluster with Ray Core tasks (the ``ray`` extra).
 
 Each unit is one task. Ray keeps a worker process per task slot and reuses it, and
-the task body (``render.render_in_process``) keeps the artifact loaded in that
+the task body (``render.render_in_process``) keeps its Speaker loaded in that
 process, so a worker loads it once. A task whose worker dies (killed, out of memory,
 its node lost) is run again elsewhere (``max_retries``); the driver keys results by
 unit, so nothing is lost or counted twice. Every node needs this package and the
@@ -13,9 +13,9 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from ..errors import ArtifactMissingError, InvalidInputError, KokoroError, MissingAssetError
-from .plan import Unit
-from .render import UnitAudio, Voice, render_in_process
+from kokoro_tvm_ext.book.plan import Unit
+from kokoro_tvm_ext.book.render import Reading, UnitAudio, render_in_process
+from kokoro_tvm_ext.errors import ArtifactMissingError, InvalidInputError, KokoroError, MissingAssetError
 
 TASK_RETRIES = 5
 
@@ -28,13 +28,13 @@ def _ray():
     return ray
 
 
-def _render_task(artifact: str, threads: int, unit: Unit, voice: Voice, vocab: dict[str, int]) -> UnitAudio:
+def _render_task(artifact: str, threads: int, unit: Unit, reading: Reading) -> UnitAudio:
     if not (Path(artifact) / "meta.json").is_file():
         raise ArtifactMissingError(
             f"no artifact at {artifact} on node {socket.gethostname()}: every node needs "
             "it at the same path (copy it there, or give --artifact)"
         )
-    return render_in_process(artifact, threads, unit, voice, vocab)
+    return render_in_process(artifact, threads, unit, reading)
 
 
 def _check_reachable(address: str) -> None:
@@ -68,18 +68,18 @@ class RayExecutor:
         cpus = int(ray.cluster_resources().get("CPU", 1))
         self.slots = max(1, cpus // threads)
 
-    def run(self, units: list[Unit], voice: Voice, vocab: dict[str, int]):
+    def run(self, units: list[Unit], reading: Reading):
         """Each unit's audio as it completes; at most two units per slot in flight, so results
         do not pile up in the object store."""
         ray = self._ray
-        voice_ref, vocab_ref = ray.put(voice), ray.put(vocab)
+        reading_ref = ray.put(reading)
         queue = list(units)
         queue.reverse()
         pending: dict = {}
         while queue or pending:
             while queue and len(pending) < 2 * self.slots:
                 unit = queue.pop()
-                pending[self._task.remote(self.artifact, self.threads, unit, voice_ref, vocab_ref)] = unit.key
+                pending[self._task.remote(self.artifact, self.threads, unit, reading_ref)] = unit.key
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:
                 key = pending.pop(ref)

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..assets.cache import atomic_write
-from .sources import Chapter
+from kokoro_tvm_ext.book.sources import Chapter
+from kokoro_tvm_ext.support.cache import atomic_write
 
 FORMAT = 1  # bump when the stored layout or how units are cut changes
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
-from ..errors import InvalidInputError, MissingAssetError
+from kokoro_tvm_ext.errors import InvalidInputError, MissingAssetError
 
 EXTENSIONS = (".epub", ".md", ".markdown", ".txt")
 FRONT_MATTER = "Front matter"

@@ -6,9 +6,9 @@ import argparse
 import os
 import sys
 
-from ..errors import KokoroError
-from . import bench, book, demo, say, serve, voices
-from . import compile as compile_cmd
+from kokoro_tvm_ext.cli import book, demo, say, serve, voices
+from kokoro_tvm_ext.cli import compile as compile_cmd
+from kokoro_tvm_ext.errors import KokoroError
 
 # (name, module): each module defines HELP, add_arguments(parser) and run(args) -> int.
 COMMANDS = [
@@ -16,14 +16,13 @@ COMMANDS = [
     ("compile", compile_cmd),
     ("voices", voices),
     ("demo", demo),
-    ("bench", bench),
     ("serve", serve),
     ("book", book),
 ]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .. import __version__
+    from kokoro_tvm_ext import __version__
 
     parser = argparse.ArgumentParser(
         prog="kokoro-tvm",

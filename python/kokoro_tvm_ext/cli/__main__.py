@@ -1,5 +1,5 @@
 """`python -m kokoro_tvm_ext.cli`: the `kokoro-tvm` command."""
 
-from . import console_main
+from kokoro_tvm_ext.cli import console_main
 
 console_main()

@@ -22,9 +22,15 @@ import json
 import sys
 from pathlib import Path
 
-from ..assets.voices import DEFAULT_VOICE
-from ..errors import InvalidInputError
-from .compile import add_precision_argument
+from kokoro_tvm_ext.cli.options import (
+    add_model_arguments,
+    add_voice_arguments,
+    artifact_path,
+    check_model_arguments,
+    check_voice_arguments,
+)
+from kokoro_tvm_ext.errors import InvalidInputError
+from kokoro_tvm_ext.speech.assets.voices import DEFAULT_VOICE
 
 HELP = "speak an EPUB, markdown or text book to an audiobook (resumable; --ray for a cluster)"
 
@@ -37,12 +43,7 @@ def add_arguments(parser) -> None:
         required=True,
         help="a .m4b or .mp3 file (with chapter markers), or a directory for one file per chapter",
     )
-    parser.add_argument(
-        "--voice", default=DEFAULT_VOICE, help="a voice name or blend, as for `say` (default: %(default)s)"
-    )
-    parser.add_argument("--lang", help="the book's language, if not the voice's (as for `say`)")
-    parser.add_argument("--speed", type=float, default=1.0, help="speaking rate, 0.1 to 10 (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=0, help="base noise seed (default: %(default)s)")
+    add_voice_arguments(parser, DEFAULT_VOICE)
     parser.add_argument(
         "--format",
         default="wav",
@@ -61,73 +62,45 @@ def add_arguments(parser) -> None:
         help="characters of whole paragraphs per unit of work: smaller spreads a chapter over "
         "more workers (default: 1500, ~100 s of speech)",
     )
-    parser.add_argument(
-        "--threads",
-        type=int,
-        metavar="N",
-        help="threads per process: here, or per Ray worker (default: every core here, 1 per Ray worker)",
-    )
-    parser.add_argument("--weights", help="a Kokoro .pth state_dict (default: HF cache, else the offline rebuild)")
-    parser.add_argument("--artifact", help="a compiled artifact directory (default: compile once and cache)")
-    add_precision_argument(parser)
+    add_model_arguments(parser, threads_help="threads per process: here, or per Ray worker (1 per Ray worker)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 
 def _check(args) -> None:
-    from ..book.output import check_writable
+    from kokoro_tvm_ext.book.output import check_writable
 
-    if not 0.1 <= args.speed <= 10:
-        raise InvalidInputError(f"--speed must be between 0.1 and 10, got {args.speed}")
-    if args.seed < 0:
-        raise InvalidInputError(f"--seed must be 0 or more, got {args.seed}")
-    if args.threads is not None and args.threads < 1:
-        raise InvalidInputError(f"--threads must be at least 1, got {args.threads}")
+    check_voice_arguments(args)
+    check_model_arguments(args)
     if args.unit_chars is not None and args.unit_chars < 1:
         raise InvalidInputError(f"--unit-chars must be at least 1, got {args.unit_chars}")
-    if args.artifact and not Path(args.artifact).is_dir():
-        raise InvalidInputError(f"--artifact {args.artifact}: no such directory")
     check_writable(args.output)
 
 
-def _artifact(args) -> tuple[Path, dict]:
-    """The artifact directory and the vocab (as `say` finds them)."""
-    from ..assets import load_config
-
-    if args.artifact:
-        return Path(args.artifact), load_config()["vocab"]
-    from ..artifact_cache import ensure_artifact
-    from ..assets.weights import locate
-
-    weights = locate(args.weights)
-    return ensure_artifact(weights, precision=args.precision), weights.config["vocab"]
-
-
 def run(args) -> int:
-    from ..assets import load_voice, resolve_lang, voice_language
-    from ..book.job import LocalExecutor, speak_book
-    from ..book.output import write_book
-    from ..book.plan import UNIT_CHARS
-    from ..book.render import Voice
-    from ..book.resume import ChapterStore, settings_key
-    from ..book.sources import read_book
+    from kokoro_tvm_ext.book.job import LocalExecutor, speak_book
+    from kokoro_tvm_ext.book.output import write_book
+    from kokoro_tvm_ext.book.plan import UNIT_CHARS
+    from kokoro_tvm_ext.book.render import Reading
+    from kokoro_tvm_ext.book.resume import ChapterStore, settings_key
+    from kokoro_tvm_ext.book.sources import read_book
+    from kokoro_tvm_ext.speech import Speaker, Voice
 
     executor = None
     try:
         # Everything the user can get wrong is checked before the slow steps.
         _check(args)
         book = read_book(args.input)
-        pack = load_voice(args.voice)
-        lang = resolve_lang(args.lang) if args.lang else voice_language(args.voice)
+        voice = Voice.load(args.voice, args.lang)
         if args.threads is not None and not args.ray:
-            from ..runtime import set_num_threads
+            from kokoro_tvm_ext.model.runtime import set_num_threads
 
             set_num_threads(args.threads)  # before compiling: both pools start once
-        artifact, vocab = _artifact(args)
-        voice = Voice(pack, lang, args.speed, args.seed)
+        artifact = artifact_path(args)
+        reading = Reading(voice, args.speed, args.seed)
         unit_chars = args.unit_chars or UNIT_CHARS
         settings = settings_key(
-            voice=hashlib.sha256(pack.tobytes()).hexdigest(),
-            lang=lang,
+            voice=hashlib.sha256(voice.pack.tobytes()).hexdigest(),
+            lang=voice.lang,
             speed=args.speed,
             seed=args.seed,
             unit_chars=unit_chars,
@@ -135,22 +108,20 @@ def run(args) -> int:
         )
         store = ChapterStore(Path(args.output).expanduser(), settings)
         if args.ray:
-            from ..book.ray_backend import RayExecutor
+            from kokoro_tvm_ext.book.ray_backend import RayExecutor
 
             executor = RayExecutor(args.ray, str(artifact.resolve()), threads=args.threads or 1)
             sample_rate = int(json.loads((artifact / "meta.json").read_text())["sample_rate"])
         else:
-            from ..runtime import KokoroTVM
-
-            runtime = KokoroTVM(artifact)
-            executor = LocalExecutor(runtime)
-            sample_rate = runtime.sample_rate
+            speaker = Speaker.load(artifact)
+            executor = LocalExecutor(speaker)
+            sample_rate = speaker.sample_rate
         chapters = speak_book(
-            book.chapters, executor, voice, vocab, sample_rate, store, quiet=args.quiet, unit_chars=unit_chars
+            book.chapters, executor, reading, sample_rate, store, quiet=args.quiet, unit_chars=unit_chars
         )
         spoken = [c for c in chapters if len(c.samples)]
         if not spoken:
-            raise InvalidInputError(f"{args.input}: nothing to speak (no pronounceable text in {lang!r})")
+            raise InvalidInputError(f"{args.input}: nothing to speak (no pronounceable text in {voice.lang!r})")
         written = write_book(
             args.output, spoken, sample_rate, title=book.title, chapter_format=args.format, subtitles=args.subtitles
         )

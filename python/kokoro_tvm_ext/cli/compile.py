@@ -4,6 +4,8 @@ HuggingFace cache, or the offline rebuild). Takes a few minutes on 2 cores."""
 
 from __future__ import annotations
 
+from kokoro_tvm_ext.cli.options import add_precision_argument
+
 HELP = "compile Kokoro into a deployable TVM artifact"
 
 
@@ -20,27 +22,14 @@ def add_arguments(parser) -> None:
     add_precision_argument(parser)
 
 
-def add_precision_argument(parser) -> None:
-    parser.add_argument(
-        "--precision",
-        choices=["fp32", "bf16"],
-        default="fp32",
-        help="bf16: the decoder's convolutions and matmuls, except the residual blocks' (f32 Winograd), on "
-        "bf16 inputs and weights with f32 accumulation where the CPU has AVX512-BF16 (else f32); about "
-        "32 dB SNR against PyTorch fp32 and less memory; 7-22%% faster than fp32 where VDPBF16PS runs at "
-        "the f32 FMA rate (AMD Zen 4), no faster where it runs at half (Intel without AMX; see README) "
-        "(default: %(default)s)",
-    )
-
-
 def run(args) -> int:
-    from ..artifact_cache import ensure_artifact
-    from ..assets import resolve
+    from kokoro_tvm_ext.speech import resolve
+    from kokoro_tvm_ext.speech.artifact import ensure_artifact
 
     weights = resolve(args.weights)
     if args.out:
-        from ..assets.weights import load_model
-        from ..compile import compile_kokoro
+        from kokoro_tvm_ext.model.compile import compile_kokoro
+        from kokoro_tvm_ext.speech.assets.weights import load_model
 
         out = compile_kokoro(
             load_model(weights),

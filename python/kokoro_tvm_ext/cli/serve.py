@@ -14,10 +14,9 @@ Examples:
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-from ..errors import ArtifactMissingError, InvalidInputError, MissingAssetError
-from .compile import add_precision_argument
+from kokoro_tvm_ext.cli.options import add_model_arguments, check_model_arguments
+from kokoro_tvm_ext.errors import InvalidInputError, MissingAssetError
 
 HELP = "serve an OpenAI-compatible speech API (streaming, word timestamps)"
 
@@ -25,10 +24,7 @@ HELP = "serve an OpenAI-compatible speech API (streaming, word timestamps)"
 def add_arguments(parser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     parser.add_argument("--port", type=int, default=8880, help="port (default: %(default)s)")
-    add_precision_argument(parser)
-    parser.add_argument(
-        "--threads", type=int, metavar="N", help="threads for the model (default: $TVM_NUM_THREADS, else every core)"
-    )
+    add_model_arguments(parser, threads_help="threads for the model")
     parser.add_argument(
         "--max-input-chars",
         type=int,
@@ -36,8 +32,6 @@ def add_arguments(parser) -> None:
         metavar="N",
         help="longest input accepted; longer gets 413 (default: %(default)s)",
     )
-    parser.add_argument("--artifact", help="a compiled artifact directory (default: compile once and cache)")
-    parser.add_argument("--weights", help="a Kokoro .pth state_dict (default: HF cache, else the offline rebuild)")
     parser.add_argument(
         "--backend",
         choices=("tvm", "torch"),
@@ -70,52 +64,27 @@ def add_arguments(parser) -> None:
 def _check(args) -> None:
     if not 0 <= args.port <= 65535:
         raise InvalidInputError(f"--port must be 0..65535, got {args.port}")
-    if args.threads is not None and args.threads < 1:
-        raise InvalidInputError(f"--threads must be at least 1, got {args.threads}")
     if args.max_input_chars < 1:
         raise InvalidInputError(f"--max-input-chars must be at least 1, got {args.max_input_chars}")
     if args.max_batch < 1:
         raise InvalidInputError(f"--max-batch must be at least 1, got {args.max_batch}")
     if args.first_chunk_tokens < 0:
         raise InvalidInputError(f"--first-chunk-tokens must be 0 or more, got {args.first_chunk_tokens}")
-    if args.artifact and not Path(args.artifact).is_dir():
-        raise ArtifactMissingError(f"--artifact {args.artifact}: no such directory")
+    check_model_arguments(args)
 
 
-def build_backend(args):
-    """The model the server runs (compiling the artifact on the first start)."""
+def load_speaker(args):
+    """The Speaker the server runs: on the compiled artifact (compiled on the first start) or PyTorch."""
+    from kokoro_tvm_ext.speech import Speaker
+
     if args.backend == "torch":
-        from ..serve.backends import TorchBackend
+        from kokoro_tvm_ext.model.adapters.reference import TorchKokoro
+        from kokoro_tvm_ext.speech import load_model
 
-        return TorchBackend(args.weights, num_threads=args.threads)
-    from ..serve.backends import TvmBackend
+        return Speaker(TorchKokoro(load_model(args.weights), num_threads=args.threads))
+    from kokoro_tvm_ext.cli.options import load_speaker as load_compiled
 
-    if args.threads is not None:
-        from ..runtime import set_num_threads
-
-        set_num_threads(args.threads)  # before compiling: both pools start once
-    if args.artifact:
-        artifact = Path(args.artifact)
-    else:
-        from ..artifact_cache import ensure_artifact
-        from ..assets.weights import locate
-
-        artifact = ensure_artifact(locate(args.weights), precision=args.precision)
-    return TvmBackend(artifact)
-
-
-def warm_up(backend) -> None:
-    """G2P and one short synthesis: loads everything and starts the thread pools before serving."""
-    import numpy as np
-
-    from ..assets import load_config, tokenize
-    from ..model_spec import STYLE_DIM
-    from ..serve.languages import words
-
-    vocab = load_config()["vocab"]
-    phonemes = "".join(w.phonemes for w in words("Hello.", "a"))
-    tokens = np.array(tokenize(phonemes, vocab), np.int64)
-    list(backend.iter_batch([tokens], [np.zeros((1, STYLE_DIM), np.float32)], [4.0], [0]))
+    return load_compiled(args)
 
 
 def run(args) -> int:
@@ -127,16 +96,16 @@ def run(args) -> int:
     except ImportError as err:
         raise MissingAssetError(f"serving needs {err.name}: pip install 'kokoro-tvm-ext[serve]'") from None
 
-    from ..serve.app import create_app
-    from ..serve.plan import Limits
+    from kokoro_tvm_ext.serve.app import create_app
+    from kokoro_tvm_ext.serve.plan import Limits
 
     print(f"kokoro-tvm serve: loading the {args.backend} backend", file=sys.stderr)
-    backend = build_backend(args)
-    warm_up(backend)
+    speaker = load_speaker(args)
+    speaker.warm_up()
     limits = Limits(
-        max_input_chars=args.max_input_chars, max_tokens=backend.max_tokens, first_chunk_tokens=args.first_chunk_tokens
+        max_input_chars=args.max_input_chars, max_tokens=speaker.max_tokens, first_chunk_tokens=args.first_chunk_tokens
     )
-    app = create_app(backend, limits=limits, max_batch=args.max_batch)
+    app = create_app(speaker, limits=limits, max_batch=args.max_batch)
     print(f"kokoro-tvm serve: listening on http://{args.host}:{args.port}", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0

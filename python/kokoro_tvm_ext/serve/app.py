@@ -2,8 +2,8 @@
 
 Routes: ``POST /v1/audio/speech``, ``POST /dev/captioned_speech``, ``GET /v1/audio/voices``,
 ``GET /v1/models`` (+ ``/v1/models/{id}``), ``GET /health``. ``create_app`` takes a
-ready backend (see ``backends.py``); the model itself is only ever touched by the
-scheduler's worker thread.
+loaded ``Speaker``: requests are planned by it (G2P, chunks, voices) and their chunks run
+on its model, which only the scheduler's worker thread touches.
 """
 
 from __future__ import annotations
@@ -15,13 +15,11 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from ..assets import UnknownPhonemeWarning, load_config
-from . import errors
-from .encoders import content_type
-from .errors import ApiError
-from .plan import Limits, plan_speech
-from .requests import MODELS, CaptionedSpeechRequest, SpeechRequest
-from .responses import (
+from kokoro_tvm_ext.serve import errors
+from kokoro_tvm_ext.serve.errors import ApiError
+from kokoro_tvm_ext.serve.plan import Limits, plan_speech
+from kokoro_tvm_ext.serve.requests import MODELS, CaptionedSpeechRequest, SpeechRequest
+from kokoro_tvm_ext.serve.responses import (
     ChunkStream,
     ClientGone,
     audio_chunks,
@@ -30,23 +28,25 @@ from .responses import (
     captioned_whole,
     unless_disconnected,
 )
-from .scheduler import Scheduler
-from .voices import VoiceBook
+from kokoro_tvm_ext.serve.scheduler import Scheduler
+from kokoro_tvm_ext.serve.voices import VoiceBook
+from kokoro_tvm_ext.speech import UnknownPhonemeWarning
+from kokoro_tvm_ext.speech.encoders import content_type
 
 CREATED = 1735689600  # 2025-01-01, a fixed "created" for the model list
 CLIENT_CLOSED = 499  # nginx's status for a client that went away; nobody reads it, the log does
 
 
 def create_app(
-    backend, *, voices: VoiceBook | None = None, limits: Limits | None = None, max_batch: int = 4
+    speaker, *, voices: VoiceBook | None = None, limits: Limits | None = None, max_batch: int = 4
 ) -> FastAPI:
-    limits = limits or Limits(max_tokens=backend.max_tokens)
+    limits = limits or Limits(max_tokens=speaker.max_tokens)
     voices = voices or VoiceBook()
-    vocab = load_config()["vocab"]
     # Characters outside the vocab are dropped from the phonemes; per request that is noise in the log.
     warnings.filterwarnings("ignore", category=UnknownPhonemeWarning)
+    backend = speaker.model
     scheduler = Scheduler(backend, max_batch=max_batch)
-    sample_rate = backend.sample_rate
+    sample_rate = speaker.sample_rate
 
     @asynccontextmanager
     async def lifespan(app):
@@ -55,12 +55,12 @@ def create_app(
 
     app = FastAPI(title="kokoro-tvm", lifespan=lifespan)
     app.state.scheduler = scheduler
-    app.state.backend = backend
+    app.state.speaker = speaker
     errors.install(app)
 
     async def plan(req: SpeechRequest):
         return await run_in_threadpool(
-            plan_speech, req.input, req.voice, req.speed, req.lang_code, voices=voices, vocab=vocab, limits=limits
+            plan_speech, speaker, req.input, req.voice, req.speed, req.lang_code, voices=voices, limits=limits
         )
 
     def disposition(fmt: str) -> dict:
@@ -77,8 +77,7 @@ def create_app(
 
     @app.post("/v1/audio/speech")
     async def speech(req: SpeechRequest, request: Request):
-        p = await plan(req)
-        stream = ChunkStream(scheduler, p.pieces)
+        stream = ChunkStream(scheduler, await plan(req))
         fmt = req.response_format
         if req.stream:
             return StreamingResponse(
@@ -92,17 +91,13 @@ def create_app(
 
     @app.post("/dev/captioned_speech")
     async def captioned_speech(req: CaptionedSpeechRequest, request: Request):
-        p = await plan(req)
-        stream = ChunkStream(scheduler, p.pieces)
+        stream = ChunkStream(scheduler, await plan(req))
         fmt = req.response_format
         if req.stream:
             return StreamingResponse(
-                captioned_lines(stream, p.chunks, fmt, sample_rate, vocab, req.return_timestamps),
-                media_type="application/x-ndjson",
+                captioned_lines(stream, fmt, sample_rate, req.return_timestamps), media_type="application/x-ndjson"
             )
-        return await whole(
-            request, captioned_whole(stream, p.chunks, fmt, sample_rate, vocab, req.return_timestamps), JSONResponse
-        )
+        return await whole(request, captioned_whole(stream, fmt, sample_rate, req.return_timestamps), JSONResponse)
 
     @app.get("/v1/audio/voices")
     async def list_voices():

@@ -15,7 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from ..errors import InvalidInputError, InvalidVoiceError, KokoroError, UnknownVoiceError
+from kokoro_tvm_ext.errors import InvalidInputError, InvalidVoiceError, KokoroError, UnknownVoiceError
 
 log = logging.getLogger("kokoro_tvm_ext.serve")
 

@@ -1,28 +1,16 @@
-"""A request's text -> its chunks and the model inputs for each (all input checks happen here).
+"""A request's text -> its speech plan (``Speaker.plan``), with every input error named by its request field.
 
-Runs in a worker thread of the web app (G2P takes milliseconds to a second), before
-anything reaches the scheduler, so bad input never costs model time.
+Runs in a worker thread of the web app (G2P takes milliseconds to a second), before anything reaches the
+scheduler, so bad input never costs model time.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
-from ..assets import style_for, tokenize
-from ..errors import InvalidInputError
-from ..model_spec import MAX_TOKENS
-from ..speech_chunks import Chunk, chunk_words
-from .errors import ApiError
-from .languages import speech_language, words
-from .scheduler import Piece
-
-
-@dataclass(frozen=True)
-class Plan:
-    chunks: list[Chunk]
-    pieces: list[Piece]
+from kokoro_tvm_ext.errors import InvalidInputError
+from kokoro_tvm_ext.model.spec import MAX_TOKENS
+from kokoro_tvm_ext.serve.errors import ApiError
 
 
 @dataclass(frozen=True)
@@ -42,9 +30,8 @@ def _about(param: str, work):
         raise
 
 
-def plan_speech(
-    text: str, voice: str, speed: float, lang_code: str | None, *, voices, vocab, limits: Limits, seed: int = 0
-) -> Plan:
+def plan_speech(speaker, text: str, voice: str, speed: float, lang_code: str | None, *, voices, limits: Limits):
+    """The request's ``SpeechPlan``: one sentence per chunk, the first cut early so its audio comes soon."""
     if len(text) > limits.max_input_chars:
         raise ApiError(
             413,
@@ -53,23 +40,11 @@ def plan_speech(
             param="input",
             code="input_too_long",
         )
-    names = _about("voice", lambda: voices.check(voice))
-    lang = _about("lang_code", lambda: speech_language(names, lang_code))
-    chunks = _about(
+    _about("voice", lambda: voices.check(voice))
+    chosen = _about("lang_code" if lang_code is not None else "voice", lambda: speaker.voice(voice, lang_code))
+    return _about(
         "input",
-        lambda: chunk_words(
-            words(text, lang),
-            vocab,
-            max_tokens=limits.max_tokens,
-            first_clause=True,
-            first_chunk_tokens=limits.first_chunk_tokens,
+        lambda: speaker.plan(
+            text, chosen, speed=speed, pack_sentences=False, first_chunk_tokens=limits.first_chunk_tokens
         ),
     )
-    if not chunks:
-        raise ApiError(400, f"input has nothing to pronounce: {text[:40]!r}", param="input", code="invalid_value")
-    pack = voices.pack(voice)
-    pieces = []
-    for i, chunk in enumerate(chunks):
-        tokens = np.array(tokenize(chunk.phonemes, vocab), np.int64)
-        pieces.append(Piece(tokens, style_for(pack, len(tokens)), float(speed), seed + i))
-    return Plan(chunks, pieces)

@@ -14,9 +14,8 @@ import json
 
 from starlette.concurrency import run_in_threadpool
 
-from ..timestamps import word_timings
-from .encoders import make_encoder
-from .errors import ApiError
+from kokoro_tvm_ext.serve.errors import ApiError
+from kokoro_tvm_ext.speech.encoders import make_encoder
 
 
 class SynthesisError(ApiError):
@@ -47,12 +46,15 @@ async def unless_disconnected(request, work, poll_seconds: float = 0.25):
 
 
 class ChunkStream:
-    def __init__(self, scheduler, pieces):
+    """A request's plan on the scheduler; iterating yields its ``SpeechChunk``s (audio and word timings) in order."""
+
+    def __init__(self, scheduler, plan):
         self._loop = asyncio.get_running_loop()
         self._queue: asyncio.Queue = asyncio.Queue()
         self._scheduler = scheduler
-        self.count = len(pieces)
-        self.job = scheduler.submit(pieces, self._deliver)
+        self._plan = plan
+        self.count = len(plan.chunks)
+        self.job = scheduler.submit(plan.chunks, self._deliver)
 
     def _deliver(self, index, result, error) -> None:  # on the scheduler's thread
         try:
@@ -65,78 +67,56 @@ class ChunkStream:
             index, result, error = await self._queue.get()
             if error is not None:
                 raise SynthesisError(f"synthesis failed: {type(error).__name__}: {error}") from error
-            yield index, result
+            yield self._plan.result(index, *result)
 
     def cancel(self) -> None:
         self._scheduler.cancel(self.job)
 
 
-async def audio_chunks(stream: ChunkStream, fmt: str, sample_rate: int):
-    """Encoded audio bytes, each piece as soon as its chunk is synthesized."""
-    encoder = make_encoder(fmt, sample_rate)
+async def _encoded(stream: ChunkStream, fmt: str, sample_rate: int, seekable: bool = False):
+    """``(chunk, encoded bytes)`` per chunk, the encoder's tail with the last one; cancels the rest when stopped."""
+    encoder = make_encoder(fmt, sample_rate, seekable=seekable)
     try:
-        async for index, (audio, _) in stream:
-            data = await run_in_threadpool(encoder.encode, audio)
-            if index == stream.count - 1:
+        async for chunk in stream:
+            data = await run_in_threadpool(encoder.encode, chunk.audio)
+            if chunk.index == stream.count - 1:
                 data += await run_in_threadpool(encoder.finish)
-            if data:
-                yield data
+            yield chunk, data
     finally:
         stream.cancel()
+
+
+async def audio_chunks(stream: ChunkStream, fmt: str, sample_rate: int):
+    """Encoded audio bytes, each piece as soon as its chunk is synthesized."""
+    async for _, data in _encoded(stream, fmt, sample_rate):
+        if data:
+            yield data
 
 
 async def audio_whole(stream: ChunkStream, fmt: str, sample_rate: int) -> bytes:
-    encoder = make_encoder(fmt, sample_rate, seekable=True)
-    parts = []
-    try:
-        async for _, (audio, _) in stream:
-            parts.append(await run_in_threadpool(encoder.encode, audio))
-        parts.append(await run_in_threadpool(encoder.finish))
-        return b"".join(parts)
-    finally:
-        stream.cancel()
+    return b"".join([data async for _, data in _encoded(stream, fmt, sample_rate, seekable=True)])
 
 
-async def captioned_chunks(stream: ChunkStream, chunks, fmt: str, sample_rate: int, vocab, timestamps: bool):
-    """Per chunk ``(encoded bytes, [timing json])``, times from the start of the whole response."""
-    encoder = make_encoder(fmt, sample_rate)
-    offset = 0.0
-    try:
-        async for index, (audio, durations) in stream:
-            data = await run_in_threadpool(encoder.encode, audio)
-            if index == stream.count - 1:
-                data += await run_in_threadpool(encoder.finish)
-            times = []
-            if timestamps:
-                times = [
-                    t.as_json()
-                    for t in word_timings(
-                        chunks[index].words, durations, vocab, offset_seconds=offset, sample_rate=sample_rate
-                    )
-                    if t.word
-                ]
-            offset += len(audio) / sample_rate
-            yield data, times
-    finally:
-        stream.cancel()
+def _times(chunk, timestamps: bool) -> list[dict]:
+    return [t.as_json() for t in chunk.words if t.word] if timestamps else []
 
 
-async def captioned_lines(stream, chunks, fmt, sample_rate, vocab, timestamps: bool):
-    """Newline-delimited JSON, one object per chunk."""
-    async for data, times in captioned_chunks(stream, chunks, fmt, sample_rate, vocab, timestamps):
+async def captioned_lines(stream: ChunkStream, fmt: str, sample_rate: int, timestamps: bool):
+    """Newline-delimited JSON, one object per chunk; times from the start of the whole response."""
+    async for chunk, data in _encoded(stream, fmt, sample_rate):
         body = {
             "audio": base64.b64encode(data).decode(),
             "audio_format": fmt,
-            "timestamps": times if timestamps else None,
+            "timestamps": _times(chunk, timestamps) if timestamps else None,
         }
         yield json.dumps(body) + "\n"
 
 
-async def captioned_whole(stream, chunks, fmt, sample_rate, vocab, timestamps: bool) -> dict:
+async def captioned_whole(stream: ChunkStream, fmt: str, sample_rate: int, timestamps: bool) -> dict:
     parts, times = [], []
-    async for data, chunk_times in captioned_chunks(stream, chunks, fmt, sample_rate, vocab, timestamps):
+    async for chunk, data in _encoded(stream, fmt, sample_rate):
         parts.append(data)
-        times += chunk_times
+        times += _times(chunk, timestamps)
     return {
         "audio": base64.b64encode(b"".join(parts)).decode(),
         "audio_format": fmt,

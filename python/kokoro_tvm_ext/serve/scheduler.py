@@ -1,6 +1,6 @@
 """One model, many requests: a worker thread that owns the backend and runs chunks in a fair order.
 
-Each request is a :class:`Job`, a list of chunks spoken in order; a job has at most
+Each request is a :class:`Job`, its plan's chunks spoken in order; a job has at most
 one chunk waiting at a time (its next one is queued when the previous is done), so
 work is cut at chunk granularity and no request holds the model for its whole text.
 
@@ -28,25 +28,12 @@ import itertools
 import logging
 import threading
 import time
-from dataclasses import dataclass
-
-import numpy as np
 
 log = logging.getLogger("kokoro_tvm_ext.serve")
 
 
-@dataclass(frozen=True)
-class Piece:
-    """One chunk's model inputs."""
-
-    tokens: np.ndarray  # int64 ids without boundary ids
-    style: np.ndarray  # float32 [1, 256]
-    speed: float
-    seed: int
-
-
 class Job:
-    def __init__(self, pieces: list[Piece], deliver, seq: int):
+    def __init__(self, pieces: list, deliver, seq: int):
         self.pieces = pieces
         self.deliver = deliver  # deliver(index, (audio, durations) or None, error or None)
         self.seq = seq
@@ -90,7 +77,8 @@ class Scheduler:
         self._thread.start()
 
     # -- called from the web app's threads ----------------------------------------------
-    def submit(self, pieces: list[Piece], deliver) -> Job:
+    def submit(self, pieces: list, deliver) -> Job:
+        """``pieces``: the chunks' model inputs (``speech.PlannedChunk``: tokens, style, speed, seed)."""
         if not pieces:
             raise ValueError("a job needs at least one chunk")
         with self._cv:

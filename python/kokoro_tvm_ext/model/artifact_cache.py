@@ -1,0 +1,111 @@
+"""Compiled artifacts cached per (weights, TVM, plugin, CPU), so `say` compiles once."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+# What decides the compiled code besides the weights: every file of the plugin and model
+# layers (converters, passes, kernel interfaces, adapters, compile, runtime) and the native
+# library. Hashing them all means an upgraded or edited plugin never reuses an artifact built
+# by another version of itself, and a new file needs no list kept by hand.
+COMPILER_LAYERS = ("plugin", "model")
+
+
+def compiler_files(package: Path | None = None) -> list[Path]:
+    """The files whose bytes key a compiled artifact, in a stable order (caches excluded)."""
+    package = package or Path(__file__).resolve().parents[1]
+    files = []
+    for layer in COMPILER_LAYERS:
+        files += sorted(f for f in (package / layer).rglob("*") if f.is_file() and "__pycache__" not in f.parts)
+    return files
+
+
+def compiler_fingerprint(package: Path | None = None) -> str:
+    import kokoro_tvm_ext._native as _native
+
+    package = package or Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256(Path(_native.__file__).read_bytes())
+    for f in compiler_files(package):
+        digest.update(str(f.relative_to(package)).encode() + b"\0")
+        digest.update(f.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def artifact_key(weights_fingerprint: str, lstm_impl: str = "plugin", precision: str = "fp32") -> str:
+    """The cache entry's name. Computed without TVM's compiler (a cached artifact is found in
+    milliseconds): TVM's version from the package metadata, the CPU from /proc/cpuinfo."""
+    from kokoro_tvm_ext._native import __version__
+    from kokoro_tvm_ext._versions import installed_versions
+    from kokoro_tvm_ext.model.runtime.cpu_features import host_cpu_id
+
+    tvm_version = installed_versions()["apache-tvm"]
+    key = (
+        f"{weights_fingerprint[:24]}-tvm{tvm_version}-ext{__version__}-{compiler_fingerprint()}"
+        f"-{host_cpu_id()}-{lstm_impl}"
+    )
+    return key if precision == "fp32" else f"{key}-{precision}"
+
+
+def cached_artifact_dir(key: str) -> Path:
+    from kokoro_tvm_ext.support.cache import cache_dir
+
+    return cache_dir() / "artifacts" / key
+
+
+def cached_problem(out_dir: Path) -> str | None:
+    """Why the cached artifact in ``out_dir`` cannot be used (None if it can)."""
+    from kokoro_tvm_ext.errors import ArtifactError, ArtifactMissingError
+    from kokoro_tvm_ext.model.runtime.artifact import load_checked_meta
+
+    try:
+        load_checked_meta(out_dir)
+    except ArtifactMissingError:
+        return "missing"
+    except (ArtifactError, OSError) as err:
+        return str(err)
+    return None
+
+
+def ensure_compiled(
+    out: Path,
+    make_model,
+    *,
+    lstm_impl: str = "plugin",
+    precision: str = "fp32",
+    weights_fingerprint: str | None = None,
+    quiet: bool = False,
+) -> Path:
+    """``out`` if it holds a sound artifact, else ``make_model()`` compiled into it (atomically)."""
+    problem = cached_problem(out) if out.exists() else "missing"
+    if problem is None:
+        return out
+    from kokoro_tvm_ext.model.compile import compile_kokoro
+
+    if problem != "missing":
+        print(f"kokoro-tvm: the cached artifact cannot be used, compiling it again: {problem}", file=sys.stderr)
+    elif not quiet:
+        print(f"kokoro-tvm: compiling Kokoro for this CPU (once; a few minutes) into {out}", file=sys.stderr)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # Compiled into a temp dir beside the entry and renamed into place, so an
+    # interrupted compile (Ctrl-C, a crash) never leaves a half-written entry.
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        compile_kokoro(
+            make_model(),
+            tmp,
+            lstm_impl=lstm_impl,
+            precision=precision,
+            weights_fingerprint=weights_fingerprint,
+            quiet=quiet,
+        )
+        if out.exists():  # a concurrent compile finished first, or the damaged entry
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out

@@ -1,0 +1,150 @@
+"""``compile_kokoro``: a ``kokoro.KModel`` → one artifact serving 1..510 tokens.
+
+Steps, each reported with its time: export the text stage (symbolic batch and
+T) and the audio stage (symbolic frame count F), import both through our
+converters, merge them into one IRModule (entries ``text_stage`` and
+``audio_stage``), compile with the plugin's CPU pipeline, and write
+``kokoro.so`` + ``weights.bin`` + ``meta.json`` atomically.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from kokoro_tvm_ext.model.runtime.artifact import LIBRARY, META, write_meta
+from kokoro_tvm_ext.model.runtime.weights import WEIGHTS, write_weights
+from kokoro_tvm_ext.model.spec import MAX_TOKENS, SAMPLE_RATE
+from kokoro_tvm_ext.plugin.native_log import quiet_harmless_warnings
+
+
+class _Progress:
+    def __init__(self, total: int, stream):
+        self.total, self.step, self.stream = total, 0, stream
+        self.start = time.perf_counter()
+
+    def __call__(self, message: str) -> None:
+        self.step += 1
+        elapsed = time.perf_counter() - self.start
+        print(f"[{self.step}/{self.total}] {message} (t={elapsed:.0f}s)", file=self.stream, flush=True)
+
+
+def default_target() -> dict:
+    """LLVM for this machine's CPU, named explicitly.
+
+    (TVM 0.27's LLVM 22 does not resolve ``mcpu=native`` for the wheel's
+    triple and silently falls back to a generic CPU without AVX-512.)
+    """
+    from tvm.target import codegen
+
+    return {"kind": "llvm", "mcpu": codegen.llvm_get_system_cpu()}
+
+
+def compile_kokoro(
+    model,
+    out_dir,
+    *,
+    target: dict | None = None,
+    lstm_impl: str = "plugin",
+    precision: str = "fp32",
+    weights_fingerprint: str | None = None,
+    quiet: bool = False,
+) -> Path:
+    """Compile ``model`` (a ``kokoro.KModel``) into ``out_dir``; returns the directory.
+
+    ``lstm_impl="tir"`` builds an artifact that runs without the plugin library.
+    ``precision="bf16"``: the decoder's convolutions and matmuls, except the
+    ones Winograd takes (the residual blocks, faster in f32 that way), take bf16
+    inputs and weights (packed now) and accumulate in f32, where the CPU has
+    AVX512-BF16 (checked at run time; elsewhere they run in f32). The text
+    stage stays f32, so the durations, and the audio's length, do not change;
+    so does the F0 predictor, whose errors the sine source integrates
+    (passes/pack_bf16.py).
+    """
+    from kokoro_tvm_ext.model.runtime.tvm_runtime import compiler_available
+
+    if not compiler_available():
+        raise RuntimeError(
+            "TVM was imported without its compiler in this process (KokoroTVM loads only TVM's runtime "
+            "when it comes first); compile in a new process, or `import tvm` before creating a KokoroTVM"
+        )
+    import torch
+    import tvm
+    from kokoro import KModel
+
+    from kokoro_tvm_ext._native import __version__
+    from kokoro_tvm_ext.model.adapters.stage1 import MAX_BATCH, TextStage, export_text_stage
+    from kokoro_tvm_ext.model.adapters.stage2 import AudioStage, export_audio_stage
+    from kokoro_tvm_ext.model.runtime.cpu_features import target_features
+    from kokoro_tvm_ext.plugin.frontend import from_exported_program
+    from kokoro_tvm_ext.plugin.passes.merge_modules import merge_modules
+    from kokoro_tvm_ext.plugin.passes.pack_bf16 import PRECISION_ATTR, check_precision
+    from kokoro_tvm_ext.plugin.passes.pipeline import cpu_pipeline
+
+    if not isinstance(model, KModel):
+        raise TypeError(f"compile_kokoro needs a kokoro.KModel, got {type(model).__name__}")
+    check_precision(precision)
+    out_dir = Path(out_dir)
+    target = target or default_target()
+    step = _Progress(6, open(os.devnull, "w") if quiet else sys.stderr)
+    model = model.eval()
+    started = time.perf_counter()
+    with torch.no_grad():
+        step("exporting the text stage (tokens -> durations), symbolic length")
+        audio_stage = AudioStage(model).eval()  # copies what it needs before TextStage swaps LSTMs
+        text_ep = export_text_stage(TextStage(model).eval(), MAX_TOKENS)
+        step("exporting the audio stage (frames -> waveform), symbolic frame count")
+        audio_ep = export_audio_stage(audio_stage, max_frames=None)
+    step("importing both stages into Relax")
+    mod = merge_modules(
+        {
+            "text_stage": from_exported_program(text_ep, lstm_impl=lstm_impl),
+            "audio_stage": from_exported_program(audio_ep, lstm_impl=lstm_impl),
+        }
+    )
+    if precision != "fp32":
+        # The durations are rounded to whole frames from the text stage: keep it f32.
+        mod["text_stage"] = mod["text_stage"].with_attr(PRECISION_ATTR, "fp32")
+    step(f"compiling for {target} (the longest step)")
+    tvm_target = tvm.target.Target(target)
+    weights: dict = {}  # the lifted weights of each function, stored beside the library
+    with quiet_harmless_warnings(step.stream):
+        exe = tvm.compile(
+            mod, target=tvm_target, relax_pipeline=cpu_pipeline(tvm_target, precision=precision, weights=weights)
+        )
+    step(f"writing {out_dir / LIBRARY} and {WEIGHTS}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # meta.json goes first and comes back last, so an interrupted write leaves an
+    # artifact that reads as missing, never an old meta.json beside a new library.
+    (out_dir / META).unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
+        exe.export_library(str(Path(tmp) / LIBRARY))
+        weights_index = write_weights(Path(tmp) / WEIGHTS, weights)
+        for name in (LIBRARY, WEIGHTS):
+            os.replace(Path(tmp) / name, out_dir / name)
+    sine = model.decoder.generator.m_source.l_sin_gen
+    write_meta(
+        out_dir,
+        {
+            "kokoro_tvm_ext": __version__,
+            "tvm": tvm.__version__,
+            "target": target,
+            "cpu_features": target_features(tvm_target),
+            "lstm_impl": lstm_impl,
+            "precision": precision,
+            "max_tokens": MAX_TOKENS,
+            "max_batch": MAX_BATCH,
+            "n_token": int(model.bert.config.vocab_size),
+            "sample_rate": SAMPLE_RATE,
+            "samples_per_frame": 2 * int(sine.upsample_scale),
+            "harmonics": int(sine.dim),
+            "weights_fingerprint": weights_fingerprint,
+            "weights_index": weights_index,
+            "compile_seconds": round(time.perf_counter() - started, 1),
+        },
+    )
+    step(f"done: {out_dir}")
+    return out_dir

@@ -1,0 +1,26 @@
+"""Use this artifact or compile one: the compiled model for a set of weights, from the user cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kokoro_tvm_ext.model.artifact_cache import artifact_key, cached_artifact_dir, ensure_compiled
+
+
+def ensure_artifact(
+    resolved_weights, *, lstm_impl: str = "plugin", precision: str = "fp32", quiet: bool = False
+) -> Path:
+    """The artifact for these weights, compiling (once, atomically) if it is missing or damaged.
+    ``resolved_weights`` come from ``weights.locate``: they are only built and loaded (with torch)
+    when there is something to compile."""
+    from kokoro_tvm_ext.speech.assets.weights import load_model, materialize
+
+    out = cached_artifact_dir(artifact_key(resolved_weights.fingerprint(), lstm_impl, precision))
+    return ensure_compiled(
+        out,
+        lambda: load_model(materialize(resolved_weights)),
+        lstm_impl=lstm_impl,
+        precision=precision,
+        weights_fingerprint=resolved_weights.fingerprint(),
+        quiet=quiet,
+    )

@@ -1,0 +1,137 @@
+"""Text -> Kokoro phonemes for all nine Kokoro-82M languages, offline; tokens; chunking.
+
+One module per G2P family, all behind :func:`phonemize` / :func:`phonemize_words`:
+
+* :mod:`.english`   ``a`` ``b``: misaki's English G2P without en_core_web_sm;
+* :mod:`.espeak`    ``e f h i p``: espeak-ng through misaki's EspeakG2P;
+* :mod:`.japanese`  ``j``: misaki's Cutlet on MeCab + unidic-lite;
+* :mod:`.chinese`   ``z``: misaki's ZHG2P (jieba, pypinyin, cn2an);
+* :mod:`.languages` the codes and aliases; :mod:`.words` the ``Word`` type;
+* :mod:`.tokens`    phonemes -> token ids; :mod:`.chunking` 510-token chunks.
+
+Each is the path hexgrad's KPipeline takes for that ``lang_code`` with Kokoro-82M, so the
+phonemes match KPipeline's. Text is read paragraph by paragraph (blank lines); a single
+newline is a space; paragraphs are joined by a space. Whitespace in the phoneme string is
+collapsed to single spaces.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+from kokoro_tvm_ext.errors import InvalidInputError
+from kokoro_tvm_ext.model.spec import MAX_TOKENS
+from kokoro_tvm_ext.speech.g2p.chunking import chunk_phonemes
+from kokoro_tvm_ext.speech.g2p.english import english_g2p
+from kokoro_tvm_ext.speech.g2p.languages import LANGUAGES, Language, known_languages_text, language, resolve_lang
+from kokoro_tvm_ext.speech.g2p.tokens import UnknownPhonemeWarning, count_tokens, default_vocab, tokenize
+from kokoro_tvm_ext.speech.g2p.words import Word, concat_paragraphs, join_words
+
+__all__ = [
+    "LANGUAGES",
+    "MAX_TOKENS",
+    "Language",
+    "LanguageMismatchWarning",
+    "UnknownPhonemeWarning",
+    "Word",
+    "chunk_phonemes",
+    "chunk_text",
+    "count_tokens",
+    "default_vocab",
+    "english_g2p",
+    "join_words",
+    "known_languages_text",
+    "language",
+    "phonemize",
+    "phonemize_paragraphs",
+    "phonemize_words",
+    "resolve_lang",
+    "tokenize",
+]
+
+
+class LanguageMismatchWarning(UserWarning):
+    """The text has no characters the chosen language's G2P reads as that language."""
+
+
+def _check_text(text: str) -> None:
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    if not text.strip():
+        raise InvalidInputError("text is empty")
+
+
+def _paragraphs(text: str) -> list[str]:
+    return [" ".join(p.split()) for p in re.split(r"\n[ \t\r\f\v]*\n", text) if p.strip()]
+
+
+def _warn_if_foreign(text: str, lang: Language) -> None:
+    if not re.search(f"[{lang.script}]", text):
+        warnings.warn(
+            f"the text has no {lang.name} characters, so {lang.name} G2P may read little or none of it; "
+            f"pick its language with --lang (or lang=...) or a voice of that language. Known languages: "
+            f"{known_languages_text()}",
+            LanguageMismatchWarning,
+            stacklevel=3,
+        )
+
+
+def _paragraph_words(paragraph: str, lang: Language) -> list[Word]:
+    if lang.g2p == "misaki-en":
+        from kokoro_tvm_ext.speech.g2p import english
+
+        return english.paragraph_words(paragraph, lang.code)
+    if lang.g2p == "espeak":
+        from kokoro_tvm_ext.speech.g2p import espeak
+
+        return espeak.paragraph_words(paragraph, lang.espeak_voice)
+    if lang.g2p == "misaki-ja":
+        from kokoro_tvm_ext.speech.g2p import japanese
+
+        return japanese.paragraph_words(paragraph)
+    from kokoro_tvm_ext.speech.g2p import chinese
+
+    return chinese.paragraph_words(paragraph)
+
+
+def _words_by_paragraph(text: str, lang: str) -> list[list[Word]]:
+    _check_text(text)
+    info = language(lang)
+    _warn_if_foreign(text, info)
+    return [_paragraph_words(p, info) for p in _paragraphs(text)]
+
+
+def phonemize_paragraphs(text: str, lang: str = "a") -> list[list[Word]]:
+    """Text -> its paragraphs' Words (blank lines separate paragraphs; empty ones are dropped)."""
+    return [words for words in _words_by_paragraph(text, lang) if words]
+
+
+def phonemize_words(text: str, lang: str = "a") -> list[Word]:
+    """Text -> its Words (written word or punctuation mark, phonemes, space after), such that
+    ``join_words(words).strip() == phonemize(text, lang)``. ``lang``: a one-letter code
+    (``a``, ``f``, ...) or an alias (``en-us``, ``fr``, ...; see :mod:`.languages`)."""
+    return concat_paragraphs(_words_by_paragraph(text, lang))
+
+
+def phonemize(text: str, lang: str = "a") -> str:
+    """Text -> one Kokoro phoneme string (paragraphs joined by a space). Raises InvalidInputError for
+    empty text or an unknown language."""
+    return join_words(phonemize_words(text, lang)).strip()
+
+
+def chunk_text(
+    text: str, vocab: dict[str, int] | None = None, max_tokens: int = MAX_TOKENS, lang: str = "a"
+) -> list[str]:
+    """Text -> phoneme chunks of at most ``max_tokens`` tokens: paragraphs are hard boundaries,
+    then sentences are packed greedily (see :mod:`.chunking`). Raises ``InvalidInputError("text is
+    empty")`` for empty text, and InvalidInputError when nothing in it can be pronounced."""
+    chunks: list[str] = []
+    for words in _words_by_paragraph(text, lang):
+        chunks.extend(chunk_phonemes(join_words(words).strip(), vocab, max_tokens))
+    if not chunks:
+        raise InvalidInputError(
+            f"text has nothing to pronounce in {language(lang).name}: {text[:40]!r} "
+            "(is it in another language? choose one with --lang or a voice of that language)"
+        )
+    return chunks

@@ -1,0 +1,56 @@
+"""Mandarin text -> Kokoro phonemes, as KPipeline's ``lang_code='z'`` does it for Kokoro-82M.
+
+KPipeline builds misaki's ``ZHG2P(version=None)``: numbers become Chinese numerals (cn2an),
+Chinese punctuation becomes ASCII punctuation plus a space, jieba cuts each run of Han
+characters into words, and each word's pinyin (pypinyin, tone numbers) becomes IPA with
+tone arrows (misaki's transcription table); words are joined by spaces and everything that
+is not Han passes through unchanged. jieba and pypinyin ship their dictionaries in their
+wheels. The Words here are those jieba words (after the numeral conversion, so ``2024``
+becomes the Word ``二零二四``), and the punctuation marks.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from functools import lru_cache
+
+from kokoro_tvm_ext.speech.g2p.words import Word, words_from_pieces
+
+_HAN = re.compile(r"[\u4E00-\u9FFF]+|[^\u4E00-\u9FFF]+")
+_lock = threading.Lock()
+
+
+@lru_cache(maxsize=1)
+def _g2p():
+    import logging
+
+    import jieba
+    from misaki import zh
+
+    jieba.setLogLevel(logging.WARNING)  # no "Building prefix dict" chatter on stderr
+    return zh.ZHG2P(version=None)
+
+
+def paragraph_words(paragraph: str) -> list[Word]:
+    import cn2an
+    import jieba
+
+    zh = type(_g2p())
+    with _lock:  # jieba builds its dictionary lazily, once
+        text = zh.map_punctuation(cn2an.transform(paragraph, "an2cn"))
+        pieces: list[tuple[str, str, bool]] = []
+        for segment in _HAN.findall(text):
+            if "\u4e00" <= segment[0] <= "\u9fff":
+                words = jieba.lcut(segment, cut_all=False)
+                pieces.extend(
+                    (w, zh.word2ipa(w).replace(chr(815), ""), i < len(words) - 1) for i, w in enumerate(words)
+                )
+                continue
+            for part in re.findall(r"\s+|\w+|[^\w\s]", segment):  # passes through as written
+                if part.isspace():
+                    if pieces:
+                        pieces[-1] = (pieces[-1][0], pieces[-1][1], True)
+                else:
+                    pieces.append((part, part.replace(chr(815), ""), False))
+    return words_from_pieces(pieces)

@@ -1,0 +1,125 @@
+"""Spanish, French, Hindi, Italian and Brazilian Portuguese through espeak-ng, as KPipeline does.
+
+The phonemes are misaki's ``EspeakG2P(language=...)`` on the whole paragraph (espeak-ng
+1.52 bundled by ``espeakng_loader``), exactly KPipeline's ``lang_code`` ``e f h i p`` path:
+espeak sees the whole sentence, so liaison, elision and number reading stay as it decides.
+
+Words: espeak separates the words of its output by spaces and keeps punctuation attached
+(``ˈola,``). The output is cut at those spaces and each piece's punctuation split off as its
+own Word; the pieces are then matched to the written words. Usually it is one piece per
+written word. When espeak merges words (French ``l'homme``) or reads one written token as
+several (``1234``), pieces are assigned to written words by a monotone alignment that
+compares each written word's own espeak reading with runs of pieces. Either way the Words
+are cut from the paragraph's output, so their joined phonemes are that output exactly.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import threading
+from functools import lru_cache
+
+from kokoro_tvm_ext.speech.g2p.words import Word, words_from_pieces
+
+# phonemizer's punctuation marks (it keeps them with preserve_punctuation=True), after
+# EspeakG2P's own mapping of « » to curly quotes and back of ( ) to parentheses.
+PUNCTUATION = set(';:,.!?¡¿—…"«»“”(){}[]')
+_lock = threading.Lock()
+
+
+@lru_cache(maxsize=8)
+def espeak_g2p(voice: str):
+    """misaki's EspeakG2P for an espeak-ng language (``es``, ``fr-fr``, ``hi``, ``it``, ``pt-br``)."""
+    from misaki import espeak  # sets espeak-ng's library and data from espeakng_loader
+
+    return espeak.EspeakG2P(language=voice)
+
+
+def _phonemize(voice: str, text: str) -> str:
+    with _lock:  # one espeak-ng instance per process; its state is global
+        ps, _ = espeak_g2p(voice)(text)
+    return " ".join(ps.split())
+
+
+def _split_punctuation(piece: str) -> list[tuple[str, bool]]:
+    """``'¿kˈomo'`` -> ``[('¿', True), ('kˈomo', False)]``: (part, is_punctuation)."""
+    out: list[tuple[str, bool]] = []
+    for run in re.findall(r"[^\w\u0300-\u036f\u02b0-\u02ff]+|[\w\u0300-\u036f\u02b0-\u02ff]+", piece):
+        if all(c in PUNCTUATION for c in run):
+            out.extend((c, True) for c in run)
+        elif out and not out[-1][1]:
+            out[-1] = (out[-1][0] + run, False)
+        else:
+            out.append((run, False))
+    return out
+
+
+def _written_words(text: str) -> list[str]:
+    """The written words of ``text`` with their punctuation removed, in order."""
+    words = []
+    for token in text.split():
+        core = "".join(c for c in token if c not in PUNCTUATION and c not in "'’")
+        if core:
+            words.append(token.strip("".join(PUNCTUATION)))
+    return words
+
+
+def _distance(a: str, b: str) -> int:
+    """Characters not in common (difflib's matching blocks): 0 for equal strings."""
+    matched = sum(block.size for block in difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks())
+    return len(a) + len(b) - 2 * matched
+
+
+def _align(voice: str, written: list[str], spoken: list[str]) -> list[list[int]]:
+    """For each written word, the indices of the spoken pieces it gets (contiguous, in order,
+    every piece assigned once): the alignment with the fewest unmatched characters between each
+    word's own reading and its pieces joined."""
+    if len(written) == len(spoken):
+        return [[i] for i in range(len(spoken))]
+    own = [_phonemize(voice, w) for w in written]
+    n, m, span = len(written), len(spoken), 6
+    inf = float("inf")
+    cost = [[inf] * (m + 1) for _ in range(n + 1)]
+    back = [[0] * (m + 1) for _ in range(n + 1)]
+    cost[0][0] = 0
+    for i in range(1, n + 1):
+        for j in range(0, m + 1):
+            for k in range(0, min(span, j) + 1):  # word i takes pieces j-k .. j-1
+                if cost[i - 1][j - k] == inf:
+                    continue
+                c = cost[i - 1][j - k] + _distance(own[i - 1], " ".join(spoken[j - k : j]))
+                if c < cost[i][j]:
+                    cost[i][j], back[i][j] = c, k
+    if cost[n][m] == inf:  # more pieces than words can take: give the rest to the last word
+        return [[] for _ in written[:-1]] + [list(range(m))]
+    out, j = [], m
+    for i in range(n, 0, -1):
+        k = back[i][j]
+        out.append(list(range(j - k, j)))
+        j -= k
+    return out[::-1]
+
+
+def paragraph_words(paragraph: str, voice: str) -> list[Word]:
+    """One paragraph -> Words whose joined phonemes are EspeakG2P's output for it."""
+    phonemes = _phonemize(voice, paragraph)
+    pieces = [_split_punctuation(p) for p in phonemes.split(" ")] if phonemes else []
+    spoken = [i for i, parts in enumerate(pieces) if any(not punct for _, punct in parts)]
+    written = _written_words(paragraph)
+    owner: dict[int, int] = {}  # spoken piece index -> index of the written word it belongs to
+    if written and spoken:
+        for w, group in enumerate(_align(voice, written, [phonemes.split(" ")[i] for i in spoken])):
+            for g in group:
+                owner[spoken[g]] = w
+    out: list[list] = []  # [text, phonemes, space_after, written index or None]
+    for i, parts in enumerate(pieces):
+        for j, (part, punct) in enumerate(parts):
+            space = j == len(parts) - 1 and i < len(pieces) - 1
+            w = None if punct else owner.get(i)
+            if w is not None and out and out[-1][3] == w and out[-1][2]:
+                out[-1][1] += " " + part  # one written word read as several (a number)
+                out[-1][2] = space
+                continue
+            out.append([part if w is None else written[w], part, space, w])
+    return words_from_pieces((t, p, s) for t, p, s, _ in out)

@@ -1,0 +1,101 @@
+"""Japanese text -> Kokoro phonemes, as KPipeline's ``lang_code='j'`` does it.
+
+KPipeline builds misaki's ``JAG2P()``, whose default reader is misaki's Cutlet: MeCab
+(fugashi) splits the text into words with UniDic readings, and Cutlet turns kana into
+Kokoro's phonemes. misaki asks for the full ``unidic`` package, whose 770 MB dictionary is a
+download at run time; here fugashi reads ``unidic-lite`` instead, the same UniDic family
+shipped inside its PyPI wheel (no download). ``misaki.ja`` itself also imports pyopenjtalk
+(for its other reader), so this module uses ``misaki.cutlet`` directly.
+
+Numbers are read by Cutlet's own kana converter (``3`` -> さん); those Words' text is that
+reading. Words are Cutlet's (MeCab words merged by its word list), with the spacing Cutlet
+applies between them.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from functools import lru_cache
+
+from kokoro_tvm_ext.speech.g2p.words import Word, concat_paragraphs, join_words, words_from_pieces
+
+_lock = threading.Lock()
+_SENTENCE_END = re.compile(r"(?<=[。！？!?])(?![。！？!?」』）)»”\]])")  # not before closers or more marks
+_NO_SPACE_BEFORE_GLOTTAL = re.compile(r'(?<![!",.:;?»—…”]) (?=ʔ)|(?<=ʔ) (?!["«“])')
+
+
+@lru_cache(maxsize=1)
+def cutlet():
+    """misaki's Cutlet with a MeCab tagger on unidic-lite's dictionary."""
+    import fugashi
+    import unidic_lite
+    from misaki import cutlet as misaki_cutlet
+
+    class UnidicLiteCutlet(misaki_cutlet.Cutlet):
+        def __init__(self) -> None:  # noqa: D401 - not Cutlet.__init__: its Tagger() wants full unidic
+            self.tagger = fugashi.Tagger(f'-d "{unidic_lite.DICDIR}" -r /dev/null')
+            self.table = dict(misaki_cutlet.HEPBURN)
+            self.exceptions = {}
+
+    return UnidicLiteCutlet()
+
+
+def _groups(words) -> list[list]:
+    """Cutlet's word grouping: from each position, the longest run of same-type MeCab words
+    whose joined surface is in misaki's Japanese word list, else the single word."""
+    from misaki.cutlet import JA_WORDS
+
+    groups, i = [], 0
+    while i < len(words):
+        end = next((k for k in range(i + 1, len(words)) if words[k].char_type != words[i].char_type), len(words))
+        j = next((k for k in range(end, i, -1) if "".join(w.surface for w in words[i:k]) in JA_WORDS), i + 1)
+        groups.append(words[i:j])
+        i = j
+    return groups
+
+
+def paragraph_words(paragraph: str) -> list[Word]:
+    """Sentence by sentence: Cutlet's word grouping is quadratic in the length of its input
+    (40 sentences took 20 s in one call), and it never groups or glues across 。！？, whose
+    phonemes are always followed by a space; so the result is the same as one call."""
+    sentences = [s for s in _SENTENCE_END.split(paragraph) if s.strip()]
+    return concat_paragraphs(_sentence_words(s) for s in sentences)
+
+
+def _sentence_words(paragraph: str) -> list[Word]:
+    import jaconv
+    from misaki.cutlet import Word as CutletWord
+
+    reader = cutlet()
+    with _lock:  # MeCab's tagger is not thread-safe
+        expected, _ = reader(paragraph)
+        normalized = reader._normalize_text(paragraph)
+        nodes = [
+            CutletWord(
+                n.surface,
+                jaconv.kata2hira(n.feature.pron or n.feature.kana or n.surface),
+                6 if n.char_type == 7 or not n.is_unk else n.char_type,
+            )
+            for n in reader.tagger(normalized)
+        ]
+        tokens = reader._romaji_tokens(nodes)
+    groups = _groups(nodes)
+    if len(groups) != len(tokens):  # Cutlet changed its grouping: keep the phonemes exact, words coarse
+        return [Word(paragraph, expected, False)] if expected else []
+    pieces = [
+        ("".join(w.surface for w in g), tok.surface.replace("(", "«").replace(")", "»"), tok.space)
+        for g, tok in zip(groups, tokens)
+    ]
+    words = words_from_pieces(pieces)
+    # Cutlet glues the glottal stop ʔ (small っ) to its neighbours; drop those spaces.
+    joined, ends = "", []
+    for w in words:
+        joined += w.phonemes
+        ends.append(len(joined) if w.space_after else None)
+        joined += " " if w.space_after else ""
+    removed = {m.start() for m in _NO_SPACE_BEFORE_GLOTTAL.finditer(joined)}
+    words = [Word(w.text, w.phonemes, w.space_after and end not in removed) for w, end in zip(words, ends)]
+    if join_words(words).strip() != expected:
+        return [Word(paragraph, expected, False)] if expected else []
+    return words

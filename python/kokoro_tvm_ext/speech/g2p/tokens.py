@@ -1,0 +1,43 @@
+"""Phonemes -> Kokoro token ids, and counting tokens against the 510-token context."""
+
+from __future__ import annotations
+
+import warnings
+from functools import lru_cache
+
+
+class UnknownPhonemeWarning(UserWarning):
+    """Characters outside Kokoro's phoneme vocabulary were dropped."""
+
+
+@lru_cache(maxsize=1)
+def default_vocab() -> dict[str, int]:
+    from kokoro_tvm_ext.model.config import load_config
+
+    return load_config()["vocab"]
+
+
+def count_tokens(phonemes: str, vocab: dict[str, int] | None = None) -> int:
+    """How many tokens ``phonemes`` makes (characters outside the vocab do not count)."""
+    vocab = vocab if vocab is not None else default_vocab()
+    return sum(1 for c in phonemes if c in vocab)
+
+
+def tokenize(phonemes: str, vocab: dict[str, int] | None = None) -> list[int]:
+    """Phonemes -> token ids, without the two boundary pads. Characters outside the
+    vocab are dropped with one :class:`UnknownPhonemeWarning` listing them."""
+    vocab = vocab if vocab is not None else default_vocab()
+    ids, unknown = [], {}
+    for c in phonemes:
+        if c in vocab:
+            ids.append(vocab[c])
+        else:
+            unknown[c] = unknown.get(c, 0) + 1
+    if unknown:
+        listed = ", ".join(f"{c!r} (U+{ord(c):04X}) x{n}" for c, n in unknown.items())
+        warnings.warn(
+            f"dropped {sum(unknown.values())} character(s) not in Kokoro's phoneme vocabulary: {listed}",
+            UnknownPhonemeWarning,
+            stacklevel=2,
+        )
+    return ids

@@ -1,0 +1,307 @@
+"""The one text-to-speech pipeline: text (or phonemes) + a voice -> chunks -> synthesis -> speech with word timings.
+
+Every front end speaks through :class:`Speaker`: ``say`` (with or without subtitles), ``serve``, ``book`` and
+the Python API. A feature added here reaches all of them at once::
+
+    from kokoro_tvm_ext.speech import Speaker
+
+    speaker = Speaker.load()                     # the cached artifact, compiled on first use
+    speech = speaker.speak("Bonjour à tous.", "ff_siwis")
+    speech.audio, speech.sample_rate, speech.words
+
+    for chunk in speaker.stream(long_text, "af_heart"):   # each chunk as soon as it is made
+        play(chunk.audio)
+
+Planning (G2P, chunking, tokens, style rows, noise seeds) is separate from running, so a server can plan
+a request before it queues, and batch the chunks of several requests (``SpeechPlan.chunks`` are the model's
+inputs). ``SpeechPlan.result`` turns a chunk's model output into a :class:`SpeechChunk` with its word
+timings: the one place timings are attached, whoever ran the model.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from kokoro_tvm_ext.errors import InvalidInputError
+from kokoro_tvm_ext.model.config import load_config
+from kokoro_tvm_ext.model.spec import STYLE_DIM, VOICE_PACK_ROWS
+from kokoro_tvm_ext.speech.assets.voices import DEFAULT_VOICE, load_voice, style_for, voice_language
+from kokoro_tvm_ext.speech.chunks import Chunk, chunk_words
+from kokoro_tvm_ext.speech.g2p import chunk_phonemes, language, phonemize_paragraphs, tokenize
+from kokoro_tvm_ext.speech.timestamps import WordTiming, word_timings
+
+MIN_SPEED, MAX_SPEED = 0.1, 10.0
+
+
+@dataclass(frozen=True)
+class Voice:
+    """A voice pack with the language it speaks: the name or blend as given, its pack [510, 1, 256] and
+    the one-letter language code (the first voice's letter unless ``lang`` was given; None for a pack file
+    whose name does not tell, which can still speak phonemes)."""
+
+    spec: str
+    pack: np.ndarray = field(repr=False)
+    lang: str | None
+
+    @classmethod
+    def load(cls, spec: str = DEFAULT_VOICE, lang: str | None = None) -> Voice:
+        """A name (``af_heart``), a blend (``af_heart:0.6,am_adam:0.4`` or ``af_heart(2)+am_adam(1)``) or a
+        ``.npy``/``.pt`` pack; ``lang`` (a code or alias such as ``fr``) overrides the voice's language."""
+        pack = load_voice(spec)  # an unknown name is reported before its language
+        if lang:
+            code = language(lang).code
+        else:
+            try:
+                code = voice_language(spec)
+            except InvalidInputError:
+                if not _is_pack_file(spec):
+                    raise
+                code = None  # text needs a language: plan() says to give one
+        return cls(spec, pack, code)
+
+    def with_lang(self, lang: str | None) -> Voice:
+        return self if not lang else Voice(self.spec, self.pack, language(lang).code)
+
+
+@dataclass(frozen=True)
+class PlannedChunk:
+    """One synthesis call's inputs: what the model takes (tokens, style, speed, seed) and what the
+    chunk says (its words, for timings; empty for phoneme input)."""
+
+    phonemes: str
+    tokens: np.ndarray  # int64 ids without the boundary ids
+    style: np.ndarray  # float32 [1, 256]
+    speed: float
+    seed: int
+    words: tuple = ()
+
+    @property
+    def text(self) -> str:
+        return Chunk(self.words, self.phonemes).text
+
+
+@dataclass(frozen=True)
+class SpeechChunk:
+    """One chunk's audio (float32, ``sample_rate``), its durations (frames per token id incl. both boundary
+    ids), and its word timings in seconds from the start of the whole speech."""
+
+    index: int
+    audio: np.ndarray
+    durations: np.ndarray
+    words: list[WordTiming]
+    start: float  # seconds from the start of the whole speech
+    text: str
+
+
+@dataclass(frozen=True)
+class Speech:
+    """Everything a front end writes: the audio, its sample rate and the word timings."""
+
+    audio: np.ndarray
+    sample_rate: int
+    words: list[WordTiming]
+
+    @property
+    def seconds(self) -> float:
+        return len(self.audio) / self.sample_rate
+
+
+@dataclass
+class SpeechPlan:
+    """A text's chunks, ready to synthesize. ``result`` attaches timings to a chunk's output; it must be
+    called for the chunks in order (each chunk's words start where the previous chunk's audio ended)."""
+
+    chunks: list[PlannedChunk]
+    voice: Voice
+    vocab: dict[str, int]
+    sample_rate: int
+    _offset: float = 0.0
+
+    def result(self, index: int, audio: np.ndarray, durations: np.ndarray) -> SpeechChunk:
+        chunk = self.chunks[index]
+        start = self._offset
+        words = (
+            word_timings(chunk.words, durations, self.vocab, offset_seconds=start, sample_rate=self.sample_rate)
+            if chunk.words
+            else []
+        )
+        self._offset += len(audio) / self.sample_rate
+        return SpeechChunk(index, audio, durations, words, start, chunk.text)
+
+
+class Speaker:
+    """A loaded model plus everything between text and its input: voices, G2P, chunking, timings.
+
+    ``model`` is anything with ``iter_batch(tokens_list, styles, speeds, seeds)`` yielding ``(audio,
+    durations)`` per item, ``sample_rate`` and ``max_tokens``: the compiled artifact (``KokoroTVM``) or
+    the PyTorch reference (``model.adapters.reference.TorchKokoro``). Thread-safe as the model is."""
+
+    def __init__(self, model, *, vocab: dict[str, int] | None = None, voice_cache: int = 16):
+        self.model = model
+        self.vocab = vocab if vocab is not None else load_config()["vocab"]
+        self.sample_rate = int(model.sample_rate)
+        self.max_tokens = int(model.max_tokens)
+        self._voices: OrderedDict[tuple[str, str | None], Voice] = OrderedDict()
+        self._voice_cache = voice_cache
+        self._voices_lock = threading.Lock()  # a server plans requests on several threads
+
+    @classmethod
+    def load(
+        cls,
+        artifact: str | Path | None = None,
+        *,
+        weights: str | Path | None = None,
+        precision: str = "fp32",
+        threads: int | None = None,
+        quiet: bool = False,
+    ) -> Speaker:
+        """The artifact in ``artifact``, or the cached one for ``weights`` (default: the HuggingFace cache,
+        else the offline rebuild), compiled on first use."""
+        from kokoro_tvm_ext.model.runtime import KokoroTVM, set_num_threads
+        from kokoro_tvm_ext.speech.artifact import ensure_artifact
+
+        if threads is not None:
+            set_num_threads(threads)  # before compiling: both thread pools start once
+        if artifact is None:
+            from kokoro_tvm_ext.speech.assets.weights import locate
+
+            artifact = ensure_artifact(locate(weights), precision=precision, quiet=quiet)
+        return cls(KokoroTVM(artifact))
+
+    # -- voices ------------------------------------------------------------------------------
+    def voice(self, voice: str | Voice = DEFAULT_VOICE, lang: str | None = None) -> Voice:
+        """A :class:`Voice` (kept for the next request), with ``lang`` overriding its language."""
+        if isinstance(voice, Voice):
+            return voice.with_lang(lang)
+        key = (voice, lang)
+        with self._voices_lock:
+            if key in self._voices:
+                self._voices.move_to_end(key)
+                return self._voices[key]
+        loaded = Voice.load(voice, lang)
+        with self._voices_lock:
+            self._voices[key] = loaded
+            while len(self._voices) > self._voice_cache:
+                self._voices.popitem(last=False)
+        return loaded
+
+    def warm_up(self) -> None:
+        """Load the English G2P and start the thread pools with one short synthesis (before serving). A silent
+        style stands in for a voice, so a server starts (and reports a missing voice pack per request) without
+        any pack installed."""
+        silent = Voice("warm-up", np.zeros((VOICE_PACK_ROWS, 1, STYLE_DIM), np.float32), "a")
+        list(self.stream("Hello.", silent, speed=MAX_SPEED))
+
+    # -- planning ------------------------------------------------------------------------------
+    def plan(
+        self,
+        text: str | None = None,
+        voice: str | Voice = DEFAULT_VOICE,
+        *,
+        phonemes: str | None = None,
+        lang: str | None = None,
+        speed: float = 1.0,
+        seed: int = 0,
+        chunk_seeds: Callable[[int], int] | None = None,
+        pack_sentences: bool = True,
+        first_chunk_tokens: int | None = None,
+    ) -> SpeechPlan:
+        """Text (or ``phonemes``) -> chunks of at most ``max_tokens`` tokens. Paragraphs (blank lines) always
+        end a chunk; ``pack_sentences`` packs whole sentences into a chunk up to the limit (else one sentence
+        per chunk, as a stream wants); ``first_chunk_tokens`` cuts the first chunk after its first clause and
+        at most that many tokens, so the first audio comes early. Chunk ``i`` gets noise seed ``seed + i``, or
+        ``chunk_seeds(i)``. Every input error is raised here, before any synthesis."""
+        speed = _check_speed(speed)
+        voice = self.voice(voice, lang)
+        if (text is None) == (phonemes is None):
+            raise InvalidInputError("give either text or phonemes, not both" if text else "nothing to speak")
+        if phonemes is not None:
+            if not isinstance(phonemes, str) or not phonemes.strip():
+                raise InvalidInputError("phonemes are empty")
+            pieces = [(p, ()) for p in chunk_phonemes(phonemes, self.vocab, self.max_tokens)]
+        else:
+            if voice.lang is None:
+                voice_language(voice.spec)  # raises: the language cannot be told from the name, give it
+            pieces = [(c.phonemes, c.words) for c in self._word_chunks(text, voice, pack_sentences, first_chunk_tokens)]
+        seeds = chunk_seeds or (lambda i: seed + i)
+        tokenize("".join(p for p, _ in pieces), self.vocab)  # one UnknownPhonemeWarning for the whole text
+        chunks = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # not once more per chunk
+            for phon, words in pieces:
+                tokens = np.array(tokenize(phon, self.vocab), np.int64)
+                if tokens.size:
+                    chunks.append(
+                        PlannedChunk(phon, tokens, style_for(voice.pack, tokens.size), speed, seeds(len(chunks)), words)
+                    )
+        if not chunks:
+            if phonemes is not None:
+                raise InvalidInputError(f"nothing to speak: no known phonemes in {phonemes[:40]!r}")
+            raise InvalidInputError(
+                f"text has nothing to pronounce in {language(voice.lang).name}: {text[:40]!r} "
+                "(is it in another language? choose one with --lang or a voice of that language)"
+            )
+        return SpeechPlan(chunks, voice, self.vocab, self.sample_rate)
+
+    def _word_chunks(self, text, voice: Voice, pack: bool, first_chunk_tokens: int | None) -> list[Chunk]:
+        out: list[Chunk] = []
+        for para in phonemize_paragraphs(text, voice.lang):
+            first = first_chunk_tokens is not None and not out
+            out += chunk_words(
+                para,
+                self.vocab,
+                max_tokens=self.max_tokens,
+                pack_sentences=pack and not first,
+                first_clause=first,
+                first_chunk_tokens=first_chunk_tokens or 0,
+            )
+        return out
+
+    # -- synthesis -------------------------------------------------------------------------------
+    def run(self, plan: SpeechPlan) -> Iterator[SpeechChunk]:
+        """The plan's chunks, each as soon as its audio is made (their text stages run batched; each chunk
+        equals its solo run)."""
+        c = plan.chunks
+        results = self.model.iter_batch(
+            [p.tokens for p in c], [p.style for p in c], [p.speed for p in c], [p.seed for p in c]
+        )
+        for index, (audio, durations) in enumerate(results):
+            yield plan.result(index, audio, durations)
+
+    def stream(self, text: str | None = None, voice: str | Voice = DEFAULT_VOICE, **options) -> Iterator[SpeechChunk]:
+        """``plan`` then ``run``: chunks as they are made (``options`` as for ``plan``; one sentence per
+        chunk unless ``pack_sentences=True``)."""
+        options.setdefault("pack_sentences", False)
+        return self.run(self.plan(text, voice, **options))
+
+    def speak(self, text: str | None = None, voice: str | Voice = DEFAULT_VOICE, **options) -> Speech:
+        """The whole speech of ``text`` (or ``phonemes=``) in ``voice``, with its word timings."""
+        chunks = list(self.run(self.plan(text, voice, **options)))
+        return join(chunks, self.sample_rate)
+
+
+def join(chunks: Sequence[SpeechChunk], sample_rate: int) -> Speech:
+    """Streamed chunks -> one :class:`Speech` (the same audio and timings as ``speak``)."""
+    audio = np.concatenate([c.audio for c in chunks]) if chunks else np.zeros(0, np.float32)
+    return Speech(audio, sample_rate, [w for c in chunks for w in c.words])
+
+
+def _is_pack_file(spec) -> bool:
+    return isinstance(spec, str) and spec.strip().endswith((".npy", ".pt"))
+
+
+def _check_speed(speed) -> float:
+    try:
+        value = float(speed)
+    except (TypeError, ValueError):
+        raise InvalidInputError(f"speed must be a number, got {speed!r}") from None
+    if not MIN_SPEED <= value <= MAX_SPEED:
+        raise InvalidInputError(f"speed must be between {MIN_SPEED:g} and {MAX_SPEED:g}, got {speed}")
+    return value
