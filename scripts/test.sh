@@ -14,7 +14,8 @@ if command -v qemu-x86_64 >/dev/null 2>&1; then
 else
     echo "==> skipping the older-CPU runs: install qemu-user (apt-get install qemu-user) to run them"
 fi
-echo "==> pytest"
-python -m pytest "$@"
+echo "==> pytest: every tier, one worker per core (a file's tests share a worker and its fixtures)"
+# A developer's fast tier alone: .venv/bin/python -m pytest -m unit
+python -m pytest -n auto --dist loadfile "$@"
 echo "==> pytest: the Ray cluster tests, in a network namespace with loopback alone"
 bash scripts/in-loopback-netns.sh python -m pytest tests/book/test_ray_cluster.py

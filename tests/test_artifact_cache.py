@@ -84,3 +84,45 @@ def test_the_cache_replaces_a_damaged_entry(small_artifact, tmp_path, monkeypatc
     assert "cached artifact cannot be used, compiling it again" in err and "cut short" in err
     assert load_checked_meta(again)["library_bytes"] == (small_artifact / LIBRARY).stat().st_size
     assert [p.name for p in first.parent.iterdir()] == [first.name]  # no temp dirs left
+
+
+CONCURRENT = """
+import shutil, sys, time
+from pathlib import Path
+import kokoro_tvm_ext.model.compile
+from kokoro_tvm_ext.model.artifact_cache import ensure_compiled
+
+source, out, log = map(Path, sys.argv[1:4])
+
+def compile_by_copy(model, out_dir, **kwargs):  # slow enough for the other process to arrive meanwhile
+    with open(log, "a") as f:
+        f.write("compiled\\n")
+    time.sleep(3)
+    for name in ("kokoro.so", "weights.bin", "meta.json"):
+        shutil.copy(source / name, Path(out_dir) / name)
+
+kokoro_tvm_ext.model.compile.compile_kokoro = compile_by_copy
+print(ensure_compiled(out, lambda: None))
+"""
+
+
+def test_two_processes_compile_an_entry_once(small_artifact, tmp_path):
+    """Two `say` commands (or test workers) at once: the second waits for the first's compile."""
+    import subprocess
+    import sys
+
+    out, log = tmp_path / "cache" / "entry", tmp_path / "compiles.log"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CONCURRENT, str(small_artifact), str(out), str(log)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    results = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in results]
+    assert log.read_text() == "compiled\n"
+    assert {stdout.strip() for stdout, _ in results} == {str(out)}
+    assert [p.name for p in out.parent.iterdir()] == ["entry"]  # no temp dirs, no lock files

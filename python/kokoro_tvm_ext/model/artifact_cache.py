@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
@@ -71,6 +73,24 @@ def cached_problem(out_dir: Path) -> str | None:
     return None
 
 
+@contextlib.contextmanager
+def _one_compile_at_a_time(directory: Path, quiet: bool):
+    """An exclusive lock on the cache directory, across processes (two `say` commands, test workers): the
+    second waits, then finds the first's entry instead of compiling it again. Released when the holder exits,
+    however it exits."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if not quiet:
+                print(f"kokoro-tvm: waiting for another process compiling into {directory}", file=sys.stderr)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def ensure_compiled(
     out: Path,
     make_model,
@@ -81,16 +101,24 @@ def ensure_compiled(
     quiet: bool = False,
 ) -> Path:
     """``out`` if it holds a sound artifact, else ``make_model()`` compiled into it (atomically)."""
-    problem = cached_problem(out) if out.exists() else "missing"
-    if problem is None:
+    if out.exists() and cached_problem(out) is None:
         return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with _one_compile_at_a_time(out.parent, quiet):
+        problem = cached_problem(out) if out.exists() else "missing"
+        if problem is None:  # another process compiled it while this one waited
+            return out
+        _compile_into(out, problem, make_model, lstm_impl, precision, weights_fingerprint, quiet)
+    return out
+
+
+def _compile_into(out: Path, problem: str, make_model, lstm_impl, precision, weights_fingerprint, quiet) -> None:
     from kokoro_tvm_ext.model.compile import compile_kokoro
 
     if problem != "missing":
         print(f"kokoro-tvm: the cached artifact cannot be used, compiling it again: {problem}", file=sys.stderr)
     elif not quiet:
         print(f"kokoro-tvm: compiling Kokoro for this CPU (once; a few minutes) into {out}", file=sys.stderr)
-    out.parent.mkdir(parents=True, exist_ok=True)
     # Compiled into a temp dir beside the entry and renamed into place, so an
     # interrupted compile (Ctrl-C, a crash) never leaves a half-written entry.
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
@@ -103,9 +131,8 @@ def ensure_compiled(
             weights_fingerprint=weights_fingerprint,
             quiet=quiet,
         )
-        if out.exists():  # a concurrent compile finished first, or the damaged entry
+        if out.exists():  # the damaged entry
             shutil.rmtree(out)
         os.replace(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return out
