@@ -3,19 +3,23 @@
 # kernels' cargo tests and the pytest suite. Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+step() { echo "==> [$((SECONDS / 60))m$((SECONDS % 60))s] $*"; }  # where CI's time goes
 bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
+step "lint"
 bash scripts/lint.sh
 
-echo "==> cargo test"
+step "cargo test"
 cargo test -p tvm-ext --release
 if command -v qemu-x86_64 >/dev/null 2>&1; then
+    step "cargo test on emulated older CPUs"
     bash scripts/test-portability.sh  # the same tests on emulated Haswell and Nehalem CPUs, ~2 min
 else
     echo "==> skipping the older-CPU runs: install qemu-user (apt-get install qemu-user) to run them"
 fi
-echo "==> pytest: every tier, one worker per core (a file's tests share a worker and its fixtures)"
+step "pytest: every tier, one worker per core (a file's tests share a worker and its fixtures)"
 # A developer's fast tier alone: .venv/bin/python -m pytest -m unit
 python -m pytest -n auto --dist loadfile "$@"
-echo "==> pytest: the Ray cluster tests, in a network namespace with loopback alone"
+step "pytest: the Ray cluster tests, in a network namespace with loopback alone"
 bash scripts/in-loopback-netns.sh python -m pytest tests/book/test_ray_cluster.py
+step "done"

@@ -4,7 +4,7 @@ Every runner is built inside the row's worker process and given the same
 weights: hexgrad's KModel for the PyTorch rows, and for ONNX Runtime and
 OpenVINO the int8 export our weights come from, or that graph dequantized to
 fp32 (``onnx_fp32``). The peers are ``(ids, style) -> audio``; PyTorch eager is
-a model for our ``Speaker`` (``TorchEager``), so its row speaks through the same
+a model for our ``Speaker`` (``TorchKokoro(own_noise=True)``), so its row speaks through the same
 pipeline as ours. ``Unavailable`` says why a row cannot run on this machine (a
 package missing or built for another torch); the table shows the reason instead
 of a number.
@@ -19,50 +19,14 @@ class Unavailable(RuntimeError):
     """This row cannot run here; the message says why and what would fix it."""
 
 
-class TorchEager:
-    """hexgrad's KModel in PyTorch eager behind the runtime's interface (``iter_batch``, ``sample_rate``,
-    ``max_tokens``), for a ``Speaker``: ``KModel.forward_with_tokens`` as its users call it, one call per
-    chunk, drawing its own noise (torch's generator seeded with the chunk's seed).
-
-    Not ``model.adapters.reference.TorchKokoro``: that one feeds KModel our noise, which costs a second
-    pass of the text half (to size the noise) and a ``TorchFunctionMode`` on every op; this row measures
-    PyTorch eager's own speed, and its fidelity columns are the noise floor."""
-
-    name = "torch"
-
-    def __init__(self, model, num_threads: int | None = None):
-        import torch
-
-        from kokoro_tvm_ext.model.spec import MAX_TOKENS, SAMPLE_RATE
-
-        if num_threads is not None:
-            torch.set_num_threads(num_threads)
-        self.model = model
-        self.sample_rate = SAMPLE_RATE
-        self.max_tokens = MAX_TOKENS
-
-    def iter_batch(self, tokens_list, styles, speeds=None, noise_seeds=None):
-        import numpy as np
-        import torch
-
-        from kokoro_tvm_ext.model.spec import add_boundary_ids
-
-        n = len(tokens_list)
-        speeds = [1.0] * n if speeds is None else speeds
-        noise_seeds = [0] * n if noise_seeds is None else noise_seeds
-        for tokens, style, speed, seed in zip(tokens_list, styles, speeds, noise_seeds):
-            ids = torch.from_numpy(add_boundary_ids(tokens)[None])  # a Speaker's tokens have no boundary ids
-            torch.manual_seed(seed)
-            with torch.no_grad():
-                audio, durations = self.model.forward_with_tokens(ids, torch.from_numpy(style), float(speed))
-            yield audio.numpy().reshape(-1), durations.numpy().astype(np.int64).reshape(-1)
-
-
-def torch_eager(weights: str, threads: int) -> TorchEager:
-    """KModel loaded from ``weights`` on ``threads`` threads, as a model for ``Speaker``."""
+def torch_eager(weights: str, threads: int):
+    """KModel loaded from ``weights`` on ``threads`` threads, as a model for ``Speaker``: its own
+    ``forward_with_tokens`` drawing its own noise (PyTorch's own speed; its fidelity columns are the
+    noise floor)."""
+    from kokoro_tvm_ext.model.adapters.reference import TorchKokoro
     from kokoro_tvm_ext.speech import load_model
 
-    return TorchEager(load_model(weights), num_threads=threads)
+    return TorchKokoro(load_model(weights), num_threads=threads, own_noise=True)
 
 
 def torch_compiled(weights: str, threads: int, backend: str):

@@ -91,9 +91,9 @@ def test_first_chunks_go_before_later_chunks_of_a_long_request(runtime):
     import threading
 
     from kokoro_tvm_ext.serve.scheduler import Scheduler
-    from kokoro_tvm_ext.speech import PlannedChunk
+    from kokoro_tvm_ext.speech import PlannedChunk, Speaker
 
-    scheduler = Scheduler(runtime, max_batch=4)
+    scheduler = Scheduler(Speaker(runtime), max_batch=4)
     order, done = [], threading.Event()
     style = np.zeros((1, 256), np.float32)
 
@@ -127,20 +127,18 @@ def test_a_batch_of_first_chunks_delivers_each_as_soon_as_its_audio_is_made(runt
     import threading
 
     from kokoro_tvm_ext.serve.scheduler import Scheduler
-    from kokoro_tvm_ext.speech import PlannedChunk
+    from kokoro_tvm_ext.speech import PlannedChunk, Speaker
 
     events, gate, delivered = [], threading.Event(), threading.Semaphore(0)
 
-    class Recording:
-        sample_rate, max_tokens = runtime.sample_rate, runtime.max_tokens
-
-        def iter_batch(self, tokens_list, styles, speeds, seeds):
+    class Recording(Speaker):
+        def synthesize(self, chunks):
             gate.wait(60)  # hold the worker until all four requests wait, so they form one batch
-            for i, result in enumerate(runtime.iter_batch(tokens_list, styles, speeds, seeds)):
-                events.append(("made", len(tokens_list), i))
+            for i, result in enumerate(super().synthesize(chunks)):
+                events.append(("made", len(chunks), i))
                 yield result
 
-    scheduler = Scheduler(Recording(), max_batch=4)
+    scheduler = Scheduler(Recording(runtime), max_batch=4)
     style = np.zeros((1, 256), np.float32)
     tokens = [np.array([50, 83, 156, 16, 43][: 2 + k], np.int64) for k in range(4)]
     got = {}

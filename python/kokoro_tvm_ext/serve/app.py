@@ -44,8 +44,7 @@ def create_app(
     voices = voices or VoiceBook()
     # Characters outside the vocab are dropped from the phonemes; per request that is noise in the log.
     warnings.filterwarnings("ignore", category=UnknownPhonemeWarning)
-    backend = speaker.model
-    scheduler = Scheduler(backend, max_batch=max_batch)
+    scheduler = Scheduler(speaker, max_batch=max_batch)
     sample_rate = speaker.sample_rate
 
     @asynccontextmanager
@@ -125,7 +124,7 @@ def create_app(
     async def health():
         stats = scheduler.snapshot()
         ok = scheduler.alive
-        body = {"status": "healthy" if ok else "unavailable", "backend": backend.name, "scheduler": stats}
+        body = {"status": "healthy" if ok else "unavailable", "backend": speaker.model.name, "scheduler": stats}
         return JSONResponse(body, status_code=200 if ok else 503)
 
     return app

@@ -1,4 +1,4 @@
-"""One model, many requests: a worker thread that owns the backend and runs chunks in a fair order.
+"""One model, many requests: a worker thread that runs requests' planned chunks on the Speaker in a fair order.
 
 Each request is a :class:`Job`, its plan's chunks spoken in order; a job has at most
 one chunk waiting at a time (its next one is queued when the previous is done), so
@@ -11,7 +11,7 @@ runs out if it plays in real time from its first chunk. A long request then neve
 delays a short one's first audio, and no stream starves.
 
 Batching: the worker takes up to ``max_batch`` waiting first chunks and runs them in
-one ``iter_batch`` call, whose text stage is batched across requests (they all wait
+one ``Speaker.synthesize`` call, whose text stage is batched across requests (they all wait
 for their first audio anyway); each item's audio is delivered as soon as its own
 audio stage is done, not when the whole batch is. Later chunks run one at a time: a
 batch is not interrupted, so a batch of later chunks would hold back a first chunk
@@ -55,10 +55,11 @@ class Job:
 
 
 class Scheduler:
-    def __init__(self, backend, *, max_batch: int = 4):
+    def __init__(self, speaker, *, max_batch: int = 4):
+        """``speaker``: what synthesizes planned chunks (``Speaker.synthesize``) and its ``sample_rate``."""
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
-        self.backend = backend
+        self.speaker = speaker
         self.max_batch = max_batch
         self._heap: list[tuple] = []
         self._cv = threading.Condition()
@@ -155,12 +156,7 @@ class Scheduler:
             pieces = [job.pieces[job.next] for job in batch]
             done = 0
             try:
-                results = self.backend.iter_batch(
-                    [p.tokens for p in pieces],
-                    [p.style for p in pieces],
-                    [p.speed for p in pieces],
-                    [p.seed for p in pieces],
-                )
+                results = self.speaker.synthesize(pieces)
                 for job, result in zip(batch, results):
                     self._chunk_done(job, result)
                     done += 1
@@ -184,7 +180,7 @@ class Scheduler:
             job.next += 1
             if job.first_audio_at is None:
                 job.first_audio_at = time.monotonic()
-            job.audio_seconds += len(result[0]) / self.backend.sample_rate
+            job.audio_seconds += len(result[0]) / self.speaker.sample_rate
             if job.cancelled:
                 self._retire_cancelled(job)
             elif job.remaining:

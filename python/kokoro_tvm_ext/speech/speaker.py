@@ -265,14 +265,17 @@ class Speaker:
         return out
 
     # -- synthesis -------------------------------------------------------------------------------
-    def run(self, plan: SpeechPlan) -> Iterator[SpeechChunk]:
-        """The plan's chunks, each as soon as its audio is made (their text stages run batched; each chunk
-        equals its solo run)."""
-        c = plan.chunks
-        results = self.model.iter_batch(
-            [p.tokens for p in c], [p.style for p in c], [p.speed for p in c], [p.seed for p in c]
+    def synthesize(self, chunks: Sequence[PlannedChunk]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """``(audio, durations)`` of each planned chunk, in order, each as soon as it is made; chunks of one plan
+        or of several (the server batches requests' first chunks). Their text stages run batched; each chunk
+        equals its solo run."""
+        return self.model.iter_batch(
+            [p.tokens for p in chunks], [p.style for p in chunks], [p.speed for p in chunks], [p.seed for p in chunks]
         )
-        for index, (audio, durations) in enumerate(results):
+
+    def run(self, plan: SpeechPlan) -> Iterator[SpeechChunk]:
+        """The plan's chunks with their word timings, each as soon as its audio is made."""
+        for index, (audio, durations) in enumerate(self.synthesize(plan.chunks)):
             yield plan.result(index, audio, durations)
 
     def stream(self, text: str | None = None, voice: str | Voice = DEFAULT_VOICE, **options) -> Iterator[SpeechChunk]:

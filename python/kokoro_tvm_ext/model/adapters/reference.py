@@ -134,16 +134,22 @@ def _float64_audio(model, model64, ids, ref_s, dur, speed, noise_seed, zero_nois
 
 class TorchKokoro:
     """hexgrad's KModel in PyTorch eager behind the runtime's interface (``iter_batch``, ``sample_rate``,
-    ``max_tokens``), fed the artifact's noise: a ``Speaker`` runs on it for comparison (``serve --backend torch``)."""
+    ``max_tokens``), so a ``Speaker`` runs on it (``serve --backend torch``, the bench's PyTorch row).
+
+    By default it is fed the artifact's noise (``reference``): the same audio as the artifact, up to float
+    rounding. ``own_noise=True`` runs ``KModel.forward_with_tokens`` as its users call it, drawing its own
+    noise from torch's generator seeded with the chunk's seed: PyTorch's own speed (no second pass of the
+    text half to size the noise, no function mode on every op), and audio one noise draw away."""
 
     name = "torch"
 
-    def __init__(self, model, num_threads: int | None = None):
+    def __init__(self, model, num_threads: int | None = None, own_noise: bool = False):
         from kokoro_tvm_ext.model.spec import MAX_TOKENS, SAMPLE_RATE
 
         if num_threads is not None:
             torch.set_num_threads(num_threads)
         self.model = model
+        self.own_noise = own_noise
         self.sample_rate = SAMPLE_RATE
         self.max_tokens = MAX_TOKENS
 
@@ -151,5 +157,12 @@ class TorchKokoro:
         n = len(tokens_list)
         speeds = [1.0] * n if speeds is None else speeds
         noise_seeds = [0] * n if noise_seeds is None else noise_seeds
-        for t, s, v, seed in zip(tokens_list, styles, speeds, noise_seeds):
-            yield reference(self.model, t, s, speed=v, noise_seed=seed)
+        for tokens, style, speed, seed in zip(tokens_list, styles, speeds, noise_seeds):
+            if not self.own_noise:
+                yield reference(self.model, tokens, style, speed=speed, noise_seed=seed)
+                continue
+            ids = torch.from_numpy(add_boundary_ids(strip_boundary_ids(np.asarray(tokens)))[None])
+            torch.manual_seed(seed)
+            with torch.no_grad():
+                audio, durations = self.model.forward_with_tokens(ids, torch.from_numpy(style), float(speed))
+            yield audio.numpy().reshape(-1), durations.numpy().astype(np.int64).reshape(-1)
