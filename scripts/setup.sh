@@ -19,10 +19,12 @@ export PATH="$PWD/.venv/bin:$PATH"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 echo "==> installing build requirements"
-# wheel: sdist-only dependencies (docopt) are built without isolation too.
-python -m pip install -q "maturin>=1.7,<2" "apache-tvm-ffi==0.1.15.post2" wheel
+# wheel: sdist-only dependencies (docopt) are built without isolation too. uv installs the ~200 packages of
+# the dev extras with pip's resolution (checked: the same versions) in a fraction of pip's time (about 3 min
+# of CI's setup with pip, mostly unpacking wheels already in its cache).
+python -m pip install -q "uv>=0.5,<1" "maturin>=1.7,<2" "apache-tvm-ffi==0.1.15.post2" wheel
 echo "==> building the plugin and installing kokoro-tvm-ext[dev] (first run: a few minutes)"
-python -m pip install -q --no-build-isolation -e ".[dev]"
+python -m uv pip install --python .venv/bin/python -q --no-build-isolation -e ".[dev]"
 echo "==> unpacking the 54 Kokoro voice packs into the user cache (kokoro==0.9.4 sdist, checked by sha256)"
 .venv/bin/kokoro-tvm voices --install >/dev/null
 echo "==> ready: $(.venv/bin/kokoro-tvm --version)"
