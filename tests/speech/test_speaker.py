@@ -87,6 +87,7 @@ def test_a_voice_carries_its_language(speaker):
         ({"text": "Hi.", "speed": "fast"}, "speed must be a number"),
         ({"text": "Hi.", "lang": "xx"}, "unknown language"),
         ({"text": "😀 ☃"}, "nothing to pronounce in American English"),
+        ({"text": "Hello \ud800 world."}, "position 6: U\\+D800, a lone surrogate"),
         ({"phonemes": "  "}, "phonemes are empty"),
     ],
 )

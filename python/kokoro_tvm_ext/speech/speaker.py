@@ -227,6 +227,7 @@ class Speaker:
                 raise InvalidInputError("phonemes are empty")
             pieces = [(p, ()) for p in chunk_phonemes(phonemes, self.vocab, self.max_tokens)]
         else:
+            _check_unicode(text)
             if voice.lang is None:
                 voice_language(voice.spec)  # raises: the language cannot be told from the name, give it
             pieces = [(c.phonemes, c.words) for c in self._word_chunks(text, voice, pack_sentences, first_chunk_tokens)]
@@ -294,6 +295,17 @@ def join(chunks: Sequence[SpeechChunk], sample_rate: int) -> Speech:
     """Streamed chunks -> one :class:`Speech` (the same audio and timings as ``speak``)."""
     audio = np.concatenate([c.audio for c in chunks]) if chunks else np.zeros(0, np.float32)
     return Speech(audio, sample_rate, [w for c in chunks for w in c.words])
+
+
+def _check_unicode(text) -> None:
+    """A lone surrogate (from a broken decoder, e.g. Python's surrogateescape) is not text: no G2P can read it."""
+    if isinstance(text, str):
+        bad = next((i for i, c in enumerate(text) if "\ud800" <= c <= "\udfff"), None)
+        if bad is not None:
+            raise InvalidInputError(
+                f"text has an invalid character at position {bad}: U+{ord(text[bad]):04X}, a lone surrogate, "
+                "is not Unicode text (was the input decoded with the wrong encoding?)"
+            )
 
 
 def _is_pack_file(spec) -> bool:
