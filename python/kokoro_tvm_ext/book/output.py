@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from kokoro_tvm_ext.errors import InvalidInputError, MissingAssetError, UnwritablePathError
+from kokoro_tvm_ext.support.cache import check_writable_file
 
 # suffix -> (muxer, codec, the codec's sample format, bit rate or None)
 FILE_FORMATS = {
@@ -58,11 +59,9 @@ def check_writable(output: str | Path) -> None:
     """Fail early, before any speech, if the output cannot be written."""
     path = Path(output).expanduser()
     if output_kind(path) == "file":
-        if path.is_dir():
-            raise UnwritablePathError(f"cannot write {output}: it is a directory")
-        parent = path.resolve().parent
-    else:
-        parent = path.resolve() if path.is_dir() else path.resolve().parent
+        check_writable_file(output)
+        return
+    parent = path.resolve() if path.is_dir() else path.resolve().parent
     if not parent.is_dir():
         raise UnwritablePathError(f"cannot write {output}: directory {parent} does not exist")
     if not os.access(parent, os.W_OK | os.X_OK):

@@ -21,7 +21,6 @@ Examples:
 from __future__ import annotations
 
 import io
-import os
 import sys
 import warnings
 from pathlib import Path
@@ -33,8 +32,9 @@ from kokoro_tvm_ext.cli.options import (
     check_voice_arguments,
     load_speaker,
 )
-from kokoro_tvm_ext.errors import InvalidInputError, UnwritablePathError
+from kokoro_tvm_ext.errors import InvalidInputError
 from kokoro_tvm_ext.speech.assets.voices import DEFAULT_VOICE
+from kokoro_tvm_ext.support.cache import check_writable_file
 
 HELP = "speak text to a WAV file"
 
@@ -49,15 +49,8 @@ def add_arguments(parser) -> None:
 
 
 def _check_writable(path: str) -> None:
-    if path == "-":
-        return
-    parent = Path(path).expanduser().resolve().parent
-    if not parent.is_dir():
-        raise UnwritablePathError(f"cannot write {path}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise UnwritablePathError(f"cannot write {path}: directory {parent} is not writable")
-    if Path(path).expanduser().is_dir():
-        raise UnwritablePathError(f"cannot write {path}: it is a directory")
+    if path != "-":  # standard output
+        check_writable_file(path)
 
 
 def _check(args) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from kokoro_tvm_ext.errors import AssetError
+from kokoro_tvm_ext.errors import AssetError, UnwritablePathError
 
 CACHE_ENV = "KOKORO_TVM_CACHE"
 
@@ -81,3 +81,15 @@ class Progress:
             print(" failed", file=self.stream, flush=True)
             raise
         print(f" done ({time.perf_counter() - start:.1f} s)", file=self.stream, flush=True)
+
+
+def check_writable_file(path: str | Path) -> None:
+    """Fail before any slow step if a file cannot be written at ``path`` (``atomic_write`` writes it later)."""
+    target = Path(path).expanduser()
+    if target.is_dir():
+        raise UnwritablePathError(f"cannot write {path}: it is a directory")
+    parent = target.resolve().parent
+    if not parent.is_dir():
+        raise UnwritablePathError(f"cannot write {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UnwritablePathError(f"cannot write {path}: directory {parent} is not writable")
