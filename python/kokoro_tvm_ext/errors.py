@@ -80,3 +80,11 @@ class UnwritablePathError(KokoroError, OSError):
 
     exit_code = 1
     http_status = 500
+
+
+class RequestCancelled(KokoroError):
+    """The caller gave up on the request (a server's client went away, a ``cancel`` event was set)
+    before it was done; nothing of it is kept."""
+
+    exit_code = 130  # as for Ctrl-C
+    http_status = 499  # nginx's "client closed request": nobody reads the answer

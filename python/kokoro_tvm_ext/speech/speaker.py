@@ -33,6 +33,7 @@ from kokoro_tvm_ext.errors import InvalidInputError
 from kokoro_tvm_ext.model.config import load_config
 from kokoro_tvm_ext.model.spec import STYLE_DIM, VOICE_PACK_ROWS
 from kokoro_tvm_ext.speech.assets.voices import DEFAULT_VOICE, load_voice, style_for, voice_language
+from kokoro_tvm_ext.speech.cancel import check_cancelled
 from kokoro_tvm_ext.speech.chunks import Chunk, chunk_words
 from kokoro_tvm_ext.speech.g2p import chunk_phonemes, language, phonemize_paragraphs, tokenize
 from kokoro_tvm_ext.speech.timestamps import WordTiming, word_timings
@@ -212,12 +213,16 @@ class Speaker:
         chunk_seeds: Callable[[int], int] | None = None,
         pack_sentences: bool = True,
         first_chunk_tokens: int | None = None,
+        cancel: threading.Event | None = None,
     ) -> SpeechPlan:
         """Text (or ``phonemes``) -> chunks of at most ``max_tokens`` tokens. Paragraphs (blank lines) always
         end a chunk; ``pack_sentences`` packs whole sentences into a chunk up to the limit (else one sentence
         per chunk, as a stream wants); ``first_chunk_tokens`` cuts the first chunk after its first clause and
         at most that many tokens, so the first audio comes early. Chunk ``i`` gets noise seed ``seed + i``, or
-        ``chunk_seeds(i)``. Every input error is raised here, before any synthesis."""
+        ``chunk_seeds(i)``. Every input error is raised here, before any synthesis. ``cancel``: an event a server
+        sets when its client leaves; planning checks it between paragraphs and sentences (and inside long G2P
+        loops) and raises :class:`~kokoro_tvm_ext.errors.RequestCancelled` once it is set."""
+        check_cancelled(cancel)
         speed = _check_speed(speed)
         voice = self.voice(voice, lang)
         if (text is None) == (phonemes is None):
@@ -230,13 +235,17 @@ class Speaker:
             _check_unicode(text)
             if voice.lang is None:
                 voice_language(voice.spec)  # raises: the language cannot be told from the name, give it
-            pieces = [(c.phonemes, c.words) for c in self._word_chunks(text, voice, pack_sentences, first_chunk_tokens)]
+            pieces = [
+                (c.phonemes, c.words)
+                for c in self._word_chunks(text, voice, pack_sentences, first_chunk_tokens, cancel)
+            ]
         seeds = chunk_seeds or (lambda i: seed + i)
         tokenize("".join(p for p, _ in pieces), self.vocab)  # one UnknownPhonemeWarning for the whole text
         chunks = []
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # not once more per chunk
             for phon, words in pieces:
+                check_cancelled(cancel)
                 tokens = np.array(tokenize(phon, self.vocab), np.int64)
                 if tokens.size:
                     chunks.append(
@@ -251,9 +260,12 @@ class Speaker:
             )
         return SpeechPlan(chunks, voice, self.vocab, self.sample_rate)
 
-    def _word_chunks(self, text, voice: Voice, pack: bool, first_chunk_tokens: int | None) -> list[Chunk]:
+    def _word_chunks(
+        self, text, voice: Voice, pack: bool, first_chunk_tokens: int | None, cancel: threading.Event | None
+    ) -> list[Chunk]:
         out: list[Chunk] = []
-        for para in phonemize_paragraphs(text, voice.lang):
+        for para in phonemize_paragraphs(text, voice.lang, cancel):
+            check_cancelled(cancel)
             first = first_chunk_tokens is not None and not out
             out += chunk_words(
                 para,

@@ -18,10 +18,12 @@ collapsed to single spaces.
 from __future__ import annotations
 
 import re
+import threading
 import warnings
 
 from kokoro_tvm_ext.errors import InvalidInputError
 from kokoro_tvm_ext.model.spec import MAX_TOKENS
+from kokoro_tvm_ext.speech.cancel import check_cancelled
 from kokoro_tvm_ext.speech.g2p.chunking import chunk_phonemes
 from kokoro_tvm_ext.speech.g2p.english import english_g2p
 from kokoro_tvm_ext.speech.g2p.languages import LANGUAGES, Language, known_languages_text, language, resolve_lang
@@ -77,7 +79,7 @@ def _warn_if_foreign(text: str, lang: Language) -> None:
         )
 
 
-def _paragraph_words(paragraph: str, lang: Language) -> list[Word]:
+def _paragraph_words(paragraph: str, lang: Language, cancel: threading.Event | None = None) -> list[Word]:
     if lang.g2p == "misaki-en":
         from kokoro_tvm_ext.speech.g2p import english
 
@@ -85,26 +87,31 @@ def _paragraph_words(paragraph: str, lang: Language) -> list[Word]:
     if lang.g2p == "espeak":
         from kokoro_tvm_ext.speech.g2p import espeak
 
-        return espeak.paragraph_words(paragraph, lang.espeak_voice)
+        return espeak.paragraph_words(paragraph, lang.espeak_voice, cancel)
     if lang.g2p == "misaki-ja":
         from kokoro_tvm_ext.speech.g2p import japanese
 
-        return japanese.paragraph_words(paragraph)
+        return japanese.paragraph_words(paragraph, cancel)
     from kokoro_tvm_ext.speech.g2p import chinese
 
     return chinese.paragraph_words(paragraph)
 
 
-def _words_by_paragraph(text: str, lang: str) -> list[list[Word]]:
+def _words_by_paragraph(text: str, lang: str, cancel: threading.Event | None = None) -> list[list[Word]]:
     _check_text(text)
     info = language(lang)
     _warn_if_foreign(text, info)
-    return [_paragraph_words(p, info) for p in _paragraphs(text)]
+    out = []
+    for p in _paragraphs(text):
+        check_cancelled(cancel)
+        out.append(_paragraph_words(p, info, cancel))
+    return out
 
 
-def phonemize_paragraphs(text: str, lang: str = "a") -> list[list[Word]]:
-    """Text -> its paragraphs' Words (blank lines separate paragraphs; empty ones are dropped)."""
-    return [words for words in _words_by_paragraph(text, lang) if words]
+def phonemize_paragraphs(text: str, lang: str = "a", cancel: threading.Event | None = None) -> list[list[Word]]:
+    """Text -> its paragraphs' Words (blank lines separate paragraphs; empty ones are dropped). Raises
+    RequestCancelled between paragraphs (and inside long ones) once ``cancel`` is set."""
+    return [words for words in _words_by_paragraph(text, lang, cancel) if words]
 
 
 def phonemize_words(text: str, lang: str = "a") -> list[Word]:

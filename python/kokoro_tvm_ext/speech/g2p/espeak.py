@@ -20,6 +20,7 @@ import re
 import threading
 from functools import lru_cache
 
+from kokoro_tvm_ext.speech.cancel import check_cancelled
 from kokoro_tvm_ext.speech.g2p.words import Word, words_from_pieces
 
 # phonemizer's punctuation marks (it keeps them with preserve_punctuation=True), after
@@ -71,7 +72,7 @@ def _distance(a: str, b: str) -> int:
     return len(a) + len(b) - 2 * matched
 
 
-def _align(voice: str, written: list[str], spoken: list[str]) -> list[list[int]]:
+def _align(voice: str, written: list[str], spoken: list[str], cancel: threading.Event | None = None) -> list[list[int]]:
     """For each written word, the indices of the spoken pieces it gets (contiguous, in order,
     every piece assigned once): the alignment with the fewest unmatched characters between each
     word's own reading and its pieces joined."""
@@ -84,6 +85,7 @@ def _align(voice: str, written: list[str], spoken: list[str]) -> list[list[int]]
     back = [[0] * (m + 1) for _ in range(n + 1)]
     cost[0][0] = 0
     for i in range(1, n + 1):
+        check_cancelled(cancel)
         for j in range(0, m + 1):
             for k in range(0, min(span, j) + 1):  # word i takes pieces j-k .. j-1
                 if cost[i - 1][j - k] == inf:
@@ -101,7 +103,7 @@ def _align(voice: str, written: list[str], spoken: list[str]) -> list[list[int]]
     return out[::-1]
 
 
-def paragraph_words(paragraph: str, voice: str) -> list[Word]:
+def paragraph_words(paragraph: str, voice: str, cancel: threading.Event | None = None) -> list[Word]:
     """One paragraph -> Words whose joined phonemes are EspeakG2P's output for it."""
     phonemes = _phonemize(voice, paragraph)
     pieces = [_split_punctuation(p) for p in phonemes.split(" ")] if phonemes else []
@@ -109,7 +111,7 @@ def paragraph_words(paragraph: str, voice: str) -> list[Word]:
     written = _written_words(paragraph)
     owner: dict[int, int] = {}  # spoken piece index -> index of the written word it belongs to
     if written and spoken:
-        for w, group in enumerate(_align(voice, written, [phonemes.split(" ")[i] for i in spoken])):
+        for w, group in enumerate(_align(voice, written, [phonemes.split(" ")[i] for i in spoken], cancel)):
             for g in group:
                 owner[spoken[g]] = w
     out: list[list] = []  # [text, phonemes, space_after, written index or None]

@@ -18,6 +18,7 @@ import re
 import threading
 from functools import lru_cache
 
+from kokoro_tvm_ext.speech.cancel import check_cancelled
 from kokoro_tvm_ext.speech.g2p.words import Word, concat_paragraphs, join_words, words_from_pieces
 
 _lock = threading.Lock()
@@ -55,12 +56,16 @@ def _groups(words) -> list[list]:
     return groups
 
 
-def paragraph_words(paragraph: str) -> list[Word]:
+def paragraph_words(paragraph: str, cancel: threading.Event | None = None) -> list[Word]:
     """Sentence by sentence: Cutlet's word grouping is quadratic in the length of its input
     (40 sentences took 20 s in one call), and it never groups or glues across 。！？, whose
     phonemes are always followed by a space; so the result is the same as one call."""
     sentences = [s for s in _SENTENCE_END.split(paragraph) if s.strip()]
-    return concat_paragraphs(_sentence_words(s) for s in sentences)
+    out = []
+    for s in sentences:
+        check_cancelled(cancel)
+        out.append(_sentence_words(s))
+    return concat_paragraphs(out)
 
 
 def _sentence_words(paragraph: str) -> list[Word]:
