@@ -1,4 +1,5 @@
-"""The driver: which chapters are left, their units to an executor, finished chapters to the store.
+"""The driver: which chapters are left, their units to an executor, finished chapters to the store,
+and the book written once all are in (``make_book``).
 
 An executor takes units and yields each one's ``UnitAudio`` as it is done, in any
 order: ``LocalExecutor`` here (one process), ``ray_backend.RayExecutor`` (a cluster).
@@ -9,14 +10,17 @@ counts once, and a chapter is assembled only when every one of its units is in.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import numpy as np
 
-from kokoro_tvm_ext.book.output import ChapterAudio
+from kokoro_tvm_ext.book.output import BookOutput, ChapterAudio
 from kokoro_tvm_ext.book.plan import UNIT_CHARS, Unit, chapter_units
 from kokoro_tvm_ext.book.render import Reading, UnitAudio, render_unit
 from kokoro_tvm_ext.book.resume import ChapterStore
-from kokoro_tvm_ext.book.sources import Chapter
+from kokoro_tvm_ext.book.sources import Book, Chapter
+from kokoro_tvm_ext.errors import InvalidInputError
+from kokoro_tvm_ext.support.cache import interrupts_deferred
 
 
 class LocalExecutor:
@@ -98,3 +102,37 @@ def speak_book(
     if missing:
         raise RuntimeError(f"book: the executor returned no audio for chapters {missing[:10]}")
     return [finished[i] for i in range(len(chapters))]
+
+
+def make_book(
+    book: Book,
+    output: BookOutput,
+    store: ChapterStore,
+    open_executor,
+    reading: Reading,
+    *,
+    quiet: bool = False,
+    unit_chars: int = UNIT_CHARS,
+) -> tuple[list[ChapterAudio], list[Path], int]:
+    """The whole job once the input is checked (``output.check()``): hold the work directory, remove
+    the temp files a killed run left, speak the chapters not kept (``open_executor()`` -> (executor,
+    sample rate)), write every file of the book at once, then drop the work directory. Returns the
+    chapters with audio, the files written and the sample rate. If it stops early (an error, Ctrl-C) no file of the
+    book is written and the finished chapters stay kept for the next run."""
+    with store.held(output.given):
+        output.remove_leftovers()
+        executor, sample_rate = open_executor()
+        try:
+            chapters = speak_book(
+                book.chapters, executor, reading, sample_rate, store, quiet=quiet, unit_chars=unit_chars
+            )
+        finally:
+            executor.close()
+        spoken = [c for c in chapters if len(c.samples)]
+        if not spoken:
+            raise InvalidInputError(f"nothing to speak: no pronounceable text in {reading.voice.lang!r}")
+        files = output.stage(spoken, sample_rate, title=book.title)  # the slow part: Ctrl-C removes it all
+        with interrupts_deferred():  # renames: milliseconds, all or none
+            written = files.commit()
+            store.remove()  # the book is written: the kept chapters have done their job
+    return spoken, written, sample_rate

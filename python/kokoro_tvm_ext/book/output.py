@@ -1,6 +1,7 @@
 """Finished chapters -> the book on disk: one ``.m4b``/``.mp3`` with chapter markers, or a
 directory of per-chapter files; optional per-chapter ``.srt``. Every file is written to a
-temp name and renamed, so an interrupted or failed write leaves no partial file.
+temp name first and all are renamed together at the end (``support.cache.AtomicFiles``), so
+an interrupted or failed write leaves no file of the book, partial or whole.
 
 Encoding goes through FFmpeg via PyAV (the ``serve`` extra): AAC in an MPEG-4 audiobook
 (chapters as a QuickTime chapter track and Nero ``chpl``), MP3 with ID3v2 ``CHAP`` frames.
@@ -11,15 +12,15 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
+from kokoro_tvm_ext.book.paths import ROOM, TEMP_TAG, chapter_stems, name_max, remove_leftovers
 from kokoro_tvm_ext.errors import InvalidInputError, MissingAssetError, UnwritablePathError
-from kokoro_tvm_ext.support.cache import check_writable_file
+from kokoro_tvm_ext.support.cache import AtomicFiles, check_writable_dir, check_writable_file
 
 # suffix -> (muxer, codec, the codec's sample format, bit rate or None)
 FILE_FORMATS = {
@@ -55,17 +56,114 @@ def output_kind(output: str | Path) -> str:
     )
 
 
-def check_writable(output: str | Path) -> None:
-    """Fail early, before any speech, if the output cannot be written."""
-    path = Path(output).expanduser()
-    if output_kind(path) == "file":
-        check_writable_file(output)
-        return
-    parent = path.resolve() if path.is_dir() else path.resolve().parent
-    if not parent.is_dir():
-        raise UnwritablePathError(f"cannot write {output}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise UnwritablePathError(f"cannot write {output}: directory {parent} is not writable")
+class BookOutput:
+    """Where a book goes: ``check`` before any speech, ``remove_leftovers`` of a killed run, then
+    ``stage`` every file under a temp name and ``commit`` them all at once."""
+
+    def __init__(self, output: str | Path, chapter_format: str = "wav", subtitles: bool = False):
+        self.given = str(output)
+        self.kind = output_kind(output)
+        self.path = Path(output).expanduser().absolute()
+        if self.kind == "dir" and chapter_format not in CHAPTER_FORMATS:
+            raise InvalidInputError(f"--format must be one of {', '.join(CHAPTER_FORMATS)}, got {chapter_format!r}")
+        self.chapter_format = chapter_format
+        self.subtitles = subtitles
+
+    @property
+    def directory(self) -> Path:
+        """Where the files go: the output directory, or the file's."""
+        return self.path if self.kind == "dir" else self.path.parent
+
+    def check(self) -> None:
+        """Fail early, before any speech, if the output cannot be written: a missing or unwritable
+        directory, a file where a directory goes, a name too long for the filesystem."""
+        parent = self.path.parent  # also holds the work directory (.NAME.book/)
+        if not parent.is_dir():
+            raise UnwritablePathError(f"cannot write {self.given}: directory {parent} does not exist")
+        if self.kind == "file":
+            check_writable_file(self.path)
+        elif self.path.exists() and not self.path.is_dir():
+            raise UnwritablePathError(f"cannot write {self.given}: it exists and is not a directory")
+        limit = name_max(parent)
+        size = len(os.fsencode(self.path.name))
+        if size + ROOM > limit:
+            raise UnwritablePathError(
+                f"cannot write {self.given}: its name is {size} bytes; this filesystem allows {limit} per name "
+                f"and {ROOM} are needed beside it for suffixes and temp names: give a shorter name"
+            )
+        check_writable_dir(parent, self.given)
+        if self.kind == "dir":
+            # a temp file with the longest name a chapter's file gets, where it will be (a directory
+            # not made yet will be made in the parent: the same filesystem), so that a filesystem
+            # allowing less than it says fails now, not after the speech
+            where = self.path if self.path.is_dir() else parent
+            if name_max(where) - ROOM < 16:
+                raise UnwritablePathError(
+                    f"cannot write {self.given}: its filesystem allows only {name_max(where)} bytes per file name"
+                )
+            longest = "." + "x" * (name_max(where) - ROOM) + ".flac." + TEMP_TAG
+            check_writable_dir(where, self.given, prefix=longest)
+
+    def chapter_names(self, titles: list[str]) -> list[Path]:
+        """Each chapter's path without its suffix: ``DIR/01 Title`` or ``NAME.01`` (subtitles beside a single file)."""
+        if self.kind == "file":
+            width = max(2, len(str(len(titles))))
+            return [self.path.parent / f"{self.path.stem}.{i:0{width}d}" for i in range(1, len(titles) + 1)]
+        # a directory not made yet will be made in the parent: the same filesystem
+        limit = name_max(self.path if self.path.is_dir() else self.path.parent) - ROOM
+        return [self.path / stem for stem in chapter_stems(titles, limit)]
+
+    def remove_leftovers(self) -> list[Path]:
+        """The temp files a killed run left where this output goes (only ours: named after this
+        output's files, see ``paths.is_leftover``); the ones removed."""
+        if self.kind == "dir":
+            return remove_leftovers(self.path)
+        name, stem = re.escape(self.path.name), re.escape(self.path.stem)
+        return remove_leftovers(self.directory, re.compile(rf"{name}|{stem}\.\d+\.srt"))
+
+    def stage(self, chapters: list[ChapterAudio], sample_rate: int, *, title: str) -> AtomicFiles:
+        """Every file encoded under its temp name, ready to ``commit``; on an error or Ctrl-C the
+        temp files are removed."""
+        files = AtomicFiles(tag=TEMP_TAG)
+        made = False
+        try:
+            names = self.chapter_names([c.title for c in chapters])
+            if self.kind == "file":
+                marks, start = [], 0
+                for ch in chapters:
+                    marks.append((ch.title, start, start + len(ch.samples)))
+                    start += len(ch.samples)
+                encode(
+                    files.temp(self.path),
+                    FILE_FORMATS[self.path.suffix.lower()],
+                    (c.samples for c in chapters),
+                    sample_rate,
+                    title=title,
+                    chapters=marks,
+                )
+            else:
+                made = not self.path.is_dir()
+                self.path.mkdir(exist_ok=True)
+                for name, ch in zip(names, chapters):
+                    path = name.with_name(f"{name.name}.{self.chapter_format}")
+                    encode(
+                        files.temp(path),
+                        CHAPTER_FORMATS[self.chapter_format],
+                        [ch.samples],
+                        sample_rate,
+                        title=ch.title,
+                    )
+            if self.subtitles:
+                for name, ch in zip(names, chapters):
+                    with files.open(name.with_name(f"{name.name}.srt")) as f:
+                        f.write(srt_bytes(ch.timings))
+        except BaseException:
+            files.discard()
+            if made:
+                with contextlib.suppress(OSError):
+                    self.path.rmdir()  # the directory this call made, empty again
+            raise
+        return files
 
 
 def _av():
@@ -74,23 +172,6 @@ def _av():
     except ImportError:
         raise MissingAssetError("writing audio files needs PyAV: pip install 'kokoro-tvm-ext[book]'") from None
     return av
-
-
-@contextlib.contextmanager
-def _atomic_path(path: Path):
-    """A temp path beside ``path``, renamed onto it if the block succeeds, removed otherwise."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        yield tmp
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def encode(
@@ -102,60 +183,50 @@ def encode(
     title: str | None = None,
     chapters: list[tuple[str, int, int]] | None = None,
 ) -> None:
-    """Encode int16 ``pieces`` one after another into ``path`` (atomically); ``chapters``:
-    (title, first sample, end sample)."""
+    """Encode int16 ``pieces`` one after another into ``path``; ``chapters``: (title, first sample,
+    end sample)."""
     av = _av()
     muxer, codec, sample_format, bit_rate = spec
-    with _atomic_path(path) as tmp:
-        with av.open(tmp, mode="w", format=muxer) as out:
-            stream = out.add_stream(codec, rate=sample_rate, layout="mono")
-            if bit_rate:
-                stream.bit_rate = bit_rate
-            if title:
-                out.metadata["title"] = title
-            if chapters:
-                out.set_chapters(
-                    [
-                        {
-                            "id": i + 1,
-                            "start": start,
-                            "end": end,
-                            "time_base": Fraction(1, sample_rate),
-                            "metadata": {"title": name},
-                        }
-                        for i, (name, start, end) in enumerate(chapters)
-                    ]
-                )
-            resampler = av.AudioResampler(format=sample_format, layout="mono", rate=sample_rate)
-            pts = 0
-            for pcm in pieces:
-                if not len(pcm):
-                    continue
-                frame = av.AudioFrame.from_ndarray(
-                    np.ascontiguousarray(pcm, "<i2")[None, :], format="s16", layout="mono"
-                )
-                frame.sample_rate, frame.pts = sample_rate, pts
-                pts += len(pcm)
-                for converted in resampler.resample(frame):
-                    out.mux(stream.encode(converted))
-            for converted in resampler.resample(None):
+    with av.open(str(path), mode="w", format=muxer) as out:
+        stream = out.add_stream(codec, rate=sample_rate, layout="mono")
+        if bit_rate:
+            stream.bit_rate = bit_rate
+        if title:
+            out.metadata["title"] = title
+        if chapters:
+            out.set_chapters(
+                [
+                    {
+                        "id": i + 1,
+                        "start": start,
+                        "end": end,
+                        "time_base": Fraction(1, sample_rate),
+                        "metadata": {"title": name},
+                    }
+                    for i, (name, start, end) in enumerate(chapters)
+                ]
+            )
+        resampler = av.AudioResampler(format=sample_format, layout="mono", rate=sample_rate)
+        pts = 0
+        for pcm in pieces:
+            if not len(pcm):
+                continue
+            frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(pcm, "<i2")[None, :], format="s16", layout="mono")
+            frame.sample_rate, frame.pts = sample_rate, pts
+            pts += len(pcm)
+            for converted in resampler.resample(frame):
                 out.mux(stream.encode(converted))
-            out.mux(stream.encode(None))
+        for converted in resampler.resample(None):
+            out.mux(stream.encode(converted))
+        out.mux(stream.encode(None))
 
 
-def _safe_name(title: str) -> str:
-    name = re.sub(r"[\\/:*?\"<>|\x00-\x1f]", "", title).strip(" .")
-    return name[:80] or "chapter"
-
-
-def write_srt(path: Path, timings) -> None:
+def srt_bytes(timings) -> bytes:
+    """A chapter's word timings ((word, start s, end s, space_after)) as an .srt file."""
     from kokoro_tvm_ext.speech.subtitles import render
     from kokoro_tvm_ext.speech.timestamps import WordTiming
-    from kokoro_tvm_ext.support.cache import atomic_write
 
-    words = [WordTiming(w, s, e, bool(space)) for w, s, e, space in timings]
-    with atomic_write(path) as f:
-        f.write(render(words, ".srt").encode())
+    return render([WordTiming(w, s, e, bool(space)) for w, s, e, space in timings], ".srt").encode()
 
 
 def write_book(
@@ -167,36 +238,5 @@ def write_book(
     chapter_format: str = "wav",
     subtitles: bool = False,
 ) -> list[Path]:
-    """Write the book; returns the files written."""
-    output = Path(output).expanduser()
-    written = []
-    if output_kind(output) == "file":
-        marks, start = [], 0
-        for ch in chapters:
-            marks.append((ch.title, start, start + len(ch.samples)))
-            start += len(ch.samples)
-        encode(
-            output,
-            FILE_FORMATS[output.suffix.lower()],
-            (c.samples for c in chapters),
-            sample_rate,
-            title=title,
-            chapters=marks,
-        )
-        written.append(output)
-        names = [output.parent / f"{output.stem}.{i + 1:02d}" for i in range(len(chapters))]
-    else:
-        if chapter_format not in CHAPTER_FORMATS:
-            raise InvalidInputError(f"--format must be one of {', '.join(CHAPTER_FORMATS)}, got {chapter_format!r}")
-        output.mkdir(parents=True, exist_ok=True)
-        names = [output / f"{i + 1:02d} {_safe_name(c.title)}" for i, c in enumerate(chapters)]
-        for name, ch in zip(names, chapters):
-            path = name.with_name(f"{name.name}.{chapter_format}")
-            encode(path, CHAPTER_FORMATS[chapter_format], [ch.samples], sample_rate, title=ch.title)
-            written.append(path)
-    if subtitles:
-        for name, ch in zip(names, chapters):
-            path = name.with_name(f"{name.name}.srt")
-            write_srt(path, ch.timings)
-            written.append(path)
-    return written
+    """Write the book, every file or none; returns the files written."""
+    return BookOutput(output, chapter_format, subtitles).stage(chapters, sample_rate, title=title).commit()

@@ -9,14 +9,18 @@ temp name and renamed, so a chapter interrupted half-way never looks finished.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 
 import numpy as np
 
 from kokoro_tvm_ext.book.sources import Chapter
+from kokoro_tvm_ext.errors import UnwritablePathError
 from kokoro_tvm_ext.support.cache import atomic_write
 
 FORMAT = 1  # bump when the stored layout or how units are cut changes
@@ -58,6 +62,35 @@ class ChapterStore:
         words = np.frombuffer(json.dumps([list(t) for t in timings]).encode(), np.uint8)
         with atomic_write(self.path(index, chapter)) as f:
             np.savez(f, samples=np.asarray(samples, np.int16), words=words)
+
+    def kept(self, chapters: list[Chapter]) -> int:
+        """How many of ``chapters`` are finished here."""
+        return sum(self.path(i, c).is_file() for i, c in enumerate(chapters))
+
+    @contextlib.contextmanager
+    def held(self, output: str):
+        """The work directory, made and locked for this run (``output`` names it in the message
+        when another run holds it). Temp files left in it by a killed run are removed first; an
+        empty work directory is removed at the end."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.dir, os.O_RDONLY)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released when fd closes, or the process dies
+            except BlockingIOError:
+                raise UnwritablePathError(
+                    f"cannot write {output}: another kokoro-tvm book is writing it (it holds {self.dir}); "
+                    "wait for it to finish"
+                ) from None
+            for leftover in self.dir.glob(".*.tmp"):  # everything in here is ours
+                leftover.unlink(missing_ok=True)
+            try:
+                yield self
+            finally:
+                with contextlib.suppress(OSError):
+                    self.dir.rmdir()  # only if no chapter is kept in it
+        finally:
+            os.close(fd)
 
     def remove(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -5,7 +5,8 @@ the heading-like lines of a text file. The output is a .m4b or .mp3 with chapter
 markers, or a directory with one file per chapter (--format). Finished chapters are
 kept in a work directory beside the output (.NAME.book/) until the book is written,
 so an interrupted run picks up where it stopped; a changed chapter or setting is
-spoken again. --ray spreads the work over a Ray cluster; the audio is sample-identical
+spoken again. The book's files are written together at the end: an interrupted or
+failed run leaves none of them. --ray spreads the work over a Ray cluster; the audio is sample-identical
 to a single-process run (each chunk's noise seed comes from its position in the book).
 
 Examples:
@@ -20,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
-from pathlib import Path
 
 from kokoro_tvm_ext.cli.options import (
     add_model_arguments,
@@ -66,69 +66,72 @@ def add_arguments(parser) -> None:
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 
-def _check(args) -> None:
-    from kokoro_tvm_ext.book.output import check_writable
+def _check(args):
+    """Everything the user can get wrong that is cheap to check; the book's output."""
+    from kokoro_tvm_ext.book.output import BookOutput
 
     check_voice_arguments(args)
     check_model_arguments(args)
     if args.unit_chars is not None and args.unit_chars < 1:
         raise InvalidInputError(f"--unit-chars must be at least 1, got {args.unit_chars}")
-    check_writable(args.output)
+    output = BookOutput(args.output, args.format, args.subtitles)
+    output.check()
+    return output
 
 
 def run(args) -> int:
-    from kokoro_tvm_ext.book.job import LocalExecutor, speak_book
-    from kokoro_tvm_ext.book.output import write_book
+    from kokoro_tvm_ext.book.job import LocalExecutor, make_book
     from kokoro_tvm_ext.book.plan import UNIT_CHARS
     from kokoro_tvm_ext.book.render import Reading
     from kokoro_tvm_ext.book.resume import ChapterStore, settings_key
     from kokoro_tvm_ext.book.sources import read_book
     from kokoro_tvm_ext.speech import Speaker, Voice
 
-    executor = None
-    try:
-        # Everything the user can get wrong is checked before the slow steps.
-        _check(args)
-        book = read_book(args.input)
-        voice = Voice.load(args.voice, args.lang)
-        if args.threads is not None and not args.ray:
-            from kokoro_tvm_ext.model.runtime import set_num_threads
+    # Everything the user can get wrong is checked before the slow steps; errors become one
+    # line and an exit code in cli.main.
+    output = _check(args)
+    book = read_book(args.input)
+    voice = Voice.load(args.voice, args.lang)
+    if args.threads is not None and not args.ray:
+        from kokoro_tvm_ext.model.runtime import set_num_threads
 
-            set_num_threads(args.threads)  # before compiling: both pools start once
-        artifact = artifact_path(args)
-        reading = Reading(voice, args.speed, args.seed)
-        unit_chars = args.unit_chars or UNIT_CHARS
-        settings = settings_key(
-            voice=hashlib.sha256(voice.pack.tobytes()).hexdigest(),
-            lang=voice.lang,
-            speed=args.speed,
-            seed=args.seed,
-            unit_chars=unit_chars,
-            artifact=hashlib.sha256((artifact / "meta.json").read_bytes()).hexdigest(),
-        )
-        store = ChapterStore(Path(args.output).expanduser(), settings)
+        set_num_threads(args.threads)  # before compiling: both pools start once
+    artifact = artifact_path(args)
+    reading = Reading(voice, args.speed, args.seed)
+    unit_chars = args.unit_chars or UNIT_CHARS
+    settings = settings_key(
+        voice=hashlib.sha256(voice.pack.tobytes()).hexdigest(),
+        lang=voice.lang,
+        speed=args.speed,
+        seed=args.seed,
+        unit_chars=unit_chars,
+        artifact=hashlib.sha256((artifact / "meta.json").read_bytes()).hexdigest(),
+    )
+    store = ChapterStore(output.path, settings)
+
+    def open_executor():
         if args.ray:
             from kokoro_tvm_ext.book.ray_backend import RayExecutor
 
             executor = RayExecutor(args.ray, str(artifact.resolve()), threads=args.threads or 1)
-            sample_rate = int(json.loads((artifact / "meta.json").read_text())["sample_rate"])
-        else:
-            speaker = Speaker.load(artifact)
-            executor = LocalExecutor(speaker)
-            sample_rate = speaker.sample_rate
-        chapters = speak_book(
-            book.chapters, executor, reading, sample_rate, store, quiet=args.quiet, unit_chars=unit_chars
+            return executor, int(json.loads((artifact / "meta.json").read_text())["sample_rate"])
+        speaker = Speaker.load(artifact)
+        return LocalExecutor(speaker), speaker.sample_rate
+
+    try:
+        spoken, written, sample_rate = make_book(
+            book, output, store, open_executor, reading, quiet=args.quiet, unit_chars=unit_chars
         )
-        spoken = [c for c in chapters if len(c.samples)]
-        if not spoken:
-            raise InvalidInputError(f"{args.input}: nothing to speak (no pronounceable text in {voice.lang!r})")
-        written = write_book(
-            args.output, spoken, sample_rate, title=book.title, chapter_format=args.format, subtitles=args.subtitles
+    except KeyboardInterrupt:
+        kept = store.kept(book.chapters)
+        where = (
+            f"; {kept} of {len(book.chapters)} chapters are kept in {store.dir}: run the same command again to go on"
         )
-        store.remove()  # the book is written: the kept chapters have done their job
-    finally:  # errors become one line and an exit code in cli.main
-        if executor is not None:
-            executor.close()
+        print(
+            f"kokoro-tvm book: interrupted; no file of the book was written to {args.output}{where if kept else ''}",
+            file=sys.stderr,
+        )
+        return 130
     seconds = sum(len(c.samples) for c in spoken) / sample_rate
     print(
         f"wrote {args.output}: {len(spoken)} chapters, {seconds / 60:.1f} min of audio"

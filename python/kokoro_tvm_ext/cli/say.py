@@ -69,6 +69,11 @@ def _check(args) -> None:
         if args.phonemes is not None:
             raise InvalidInputError("--subtitles needs text (words to time), not --phonemes")
         _check_writable(args.subtitles)
+        if (
+            args.output != "-"
+            and Path(args.subtitles).expanduser().resolve() == Path(args.output).expanduser().resolve()
+        ):
+            raise InvalidInputError(f"--subtitles {args.subtitles} is the -o file too: give it another name")
     check_voice_arguments(args)
     check_model_arguments(args)
 
@@ -81,15 +86,9 @@ def _wav_bytes(audio, sample_rate: int) -> bytes:
     return buf.getvalue()
 
 
-def _write(path: str, data: bytes) -> None:
-    from kokoro_tvm_ext.support.cache import atomic_write
-
-    with atomic_write(Path(path).expanduser()) as f:
-        f.write(data)
-
-
 def run(args) -> int:
     from kokoro_tvm_ext.speech import Voice
+    from kokoro_tvm_ext.support.cache import AtomicFiles
 
     _check(args)
     voice = Voice.load(args.voice, args.lang)  # checked before the artifact, which may need a compile
@@ -98,18 +97,19 @@ def run(args) -> int:
         warnings.simplefilter("always")
         speech = speaker.speak(args.text, voice, phonemes=args.phonemes, speed=args.speed, seed=args.seed)
     wav = _wav_bytes(speech.audio, speech.sample_rate)
-    subtitles = None
-    if args.subtitles:
-        from kokoro_tvm_ext.speech.subtitles import render, subtitle_format
+    # The WAV and the subtitles appear together or not at all.
+    with AtomicFiles() as files:
+        if args.subtitles:
+            from kokoro_tvm_ext.speech.subtitles import render, subtitle_format
 
-        subtitles = render(speech.words, subtitle_format(args.subtitles)).encode()
-    if args.output == "-":
-        sys.stdout.buffer.write(wav)
-        sys.stdout.buffer.flush()
-    else:
-        _write(args.output, wav)
-    if subtitles is not None:
-        _write(args.subtitles, subtitles)
+            with files.open(Path(args.subtitles).expanduser()) as f:
+                f.write(render(speech.words, subtitle_format(args.subtitles)).encode())
+        if args.output == "-":
+            sys.stdout.buffer.write(wav)
+            sys.stdout.buffer.flush()
+        else:
+            with files.open(Path(args.output).expanduser()) as f:
+                f.write(wav)
     if args.output != "-":
         print(f"wrote {args.output}: {speech.seconds:.2f} s of audio at {speech.sample_rate} Hz", file=sys.stderr)
     return 0
