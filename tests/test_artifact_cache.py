@@ -40,7 +40,9 @@ def test_an_artifact_of_an_older_format_is_refused_by_name(tmp_path):
     (tmp_path / "weights.bin").write_bytes(b"")
     (tmp_path / META).write_text(json.dumps({"format_version": 1}))
     with pytest.raises(
-        ValueError, match=f"artifact format 1, this kokoro-tvm-ext reads {FORMAT_VERSION}; compile again"
+        ValueError,
+        match=f"artifact format 1, this kokoro-tvm-ext reads {FORMAT_VERSION} "
+        r"\(it was compiled by an older version\); compile again",
     ):
         read_meta(tmp_path)
 

@@ -15,6 +15,7 @@ import sys
 import textwrap
 
 import pytest
+from fake_artifact import fake_meta_fields
 
 from kokoro_tvm_ext.errors import ArtifactCorruptError, ArtifactMissingError
 from kokoro_tvm_ext.model.runtime import artifact
@@ -101,7 +102,7 @@ def test_a_missing_file_is_named(tmp_path, missing):
 def test_corrupt_meta_is_named(tmp_path):
     (tmp_path / LIBRARY).write_bytes(b"\x7fELF")
     (tmp_path / WEIGHTS).write_bytes(b"")
-    (tmp_path / META).write_text('{"format_version": 4, "library_')
+    (tmp_path / META).write_text('{"format_version": 5, "library_')
     with pytest.raises(ArtifactCorruptError, match=f"{META} is corrupt .*compile again"):
         load_checked_meta(tmp_path)
 
@@ -110,7 +111,7 @@ def test_a_verified_hash_is_remembered_until_the_file_changes(tmp_path, monkeypa
     library = tmp_path / LIBRARY
     library.write_bytes(b"library bytes " * 1000)
     (tmp_path / WEIGHTS).write_bytes(b"weights " * 1000)
-    artifact.write_meta(tmp_path, {})
+    artifact.write_meta(tmp_path, fake_meta_fields())
     hashed = []
     real_hash = file_hash.file_sha256
     monkeypatch.setattr(file_hash, "file_sha256", lambda p: hashed.append(p) or real_hash(p))

@@ -32,6 +32,29 @@ class _Progress:
         print(f"[{self.step}/{self.total}] {message} (t={elapsed:.0f}s)", file=self.stream, flush=True)
 
 
+def _token_embeddings(model, lifted: dict) -> list:
+    """Where the tables that token ids index (ALBERT's and the text encoder's) are among the lifted
+    weights, as ``[function, number]``: the runtime bounds token ids by their rows."""
+    import numpy as np
+
+    tables = [model.bert.embeddings.word_embeddings.weight, model.text_encoder.embedding.weight]
+    tables = [t.detach().cpu().numpy() for t in tables]
+    found = [
+        [name, number]
+        for name, tensors in sorted(lifted.items())
+        for number, tensor in enumerate(tensors)
+        if any(
+            tuple(tensor.shape) == table.shape
+            and str(tensor.dtype) == str(table.dtype)
+            and np.array_equal(tensor.numpy(), table)
+            for table in tables
+        )
+    ]
+    if not found:
+        raise RuntimeError("the token embeddings are not among the lifted weights (were they folded away?)")
+    return found
+
+
 def default_target() -> dict:
     """LLVM for this machine's CPU, named explicitly.
 
@@ -143,6 +166,7 @@ def compile_kokoro(
             "harmonics": int(sine.dim),
             "weights_fingerprint": weights_fingerprint,
             "weights_index": weights_index,
+            "token_embeddings": _token_embeddings(model, weights),
             "compile_seconds": round(time.perf_counter() - started, 1),
         },
     )

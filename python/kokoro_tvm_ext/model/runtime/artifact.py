@@ -5,16 +5,30 @@ interrupted copy) would otherwise be mapped (by ``dlopen``, or as weights) and
 kill the process with a bus error on first touch, and an altered library could
 run anything; both are refused with an error that names the file and says to
 compile again.
+
+``meta.json`` itself is checked field by field before anything reads it: each
+field's type and range (``FIELDS``), and each field's sha256 as compiled
+(``field_sha256``), so a field edited by hand, flipped on disk or swapped (two
+``weights_index`` offsets) is refused by name instead of giving wrong audio, a
+traceback, or an out-of-bounds read. The digests sit in the file they cover, so
+they stop accidents, not a deliberate editor: whoever can write the directory can
+replace ``kokoro.so``, which is code this process runs. Against that no checksum
+beside the files helps; keep the directory writable only by whoever compiles it.
+What must hold even then (token ids inside the embedding) the runtime checks
+against the weights themselves (``KokoroTVM``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
 from kokoro_tvm_ext.errors import ArtifactCorruptError, ArtifactMissingError
-from kokoro_tvm_ext.model.runtime.weights import WEIGHTS
+from kokoro_tvm_ext.model.runtime.weights import WEIGHTS, index_problem
+from kokoro_tvm_ext.model.spec import MAX_TOKENS
 from kokoro_tvm_ext.support.file_hash import file_sha256, remembered_sha256
 
 LIBRARY = "kokoro.so"
@@ -25,9 +39,26 @@ FILES = {LIBRARY: "library", WEIGHTS: "weights"}
 # Bumped whenever the kernels' packed weights change layout, since an artifact
 # carries them as constants, or meta.json gains a field loading relies on:
 # 2 = Winograd F(4,7) (was F(2,7)), new interpolation points; 3 = library size and sha256;
-# 4 = weights lifted out of the library into weights.bin.
-FORMAT_VERSION = 4
+# 4 = weights lifted out of the library into weights.bin; 5 = every field checked and
+# its sha256 recorded (field_sha256), token_embeddings.
+FORMAT_VERSION = 5
 RECOMPILE_HINT = "compile again (`kokoro-tvm compile`, or delete it to let `kokoro-tvm say` rebuild it)"
+DIGESTS = "field_sha256"
+# The compiler's choices, repeated here because the runtime must not import the compiler
+# (plugin.frontend.LSTM_IMPLS, plugin.passes.pack_bf16.PRECISIONS; a test keeps them equal).
+LSTM_IMPLS = ("plugin", "tir")
+PRECISIONS = ("fp32", "bf16")
+
+
+def field_digest(value) -> str:
+    """sha256 of a field's canonical JSON (sorted keys, no spaces): the same for any formatting."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def sealed(record: dict) -> dict:
+    """``record`` with ``field_sha256``: the digest of each of its other fields."""
+    fields = {k: v for k, v in record.items() if k != DIGESTS}
+    return {**fields, DIGESTS: {k: field_digest(v) for k, v in fields.items()}}
 
 
 def write_meta(out_dir: Path, meta: dict) -> None:
@@ -38,7 +69,7 @@ def write_meta(out_dir: Path, meta: dict) -> None:
         record[_key(name, "bytes")] = (out_dir / name).stat().st_size
         record[_key(name, "sha256")] = file_sha256(out_dir / name)
     tmp = out_dir / (META + ".tmp")
-    tmp.write_text(json.dumps(record, indent=2, sort_keys=True))
+    tmp.write_text(json.dumps(sealed(record), indent=2, sort_keys=True))
     os.replace(tmp, out_dir / META)
 
 
@@ -46,8 +77,106 @@ def _key(name: str, what: str) -> str:
     return f"{FILES[name]}_{what}"
 
 
+# -- what each field must be: a test of the value and its description --------------------
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _int(low: int, high: int | None = None):
+    def check(value) -> bool:
+        return _is_int(value) and value >= low and (high is None or value <= high)
+
+    return check, f"an integer >= {low}" if high is None else f"an integer in {low}..{high}"
+
+
+def _one_of(choices: tuple):
+    return (lambda value: value in choices), f"one of {', '.join(choices)}"
+
+
+def _is_target(value) -> bool:
+    return (isinstance(value, dict) and isinstance(value.get("kind"), str)) or (isinstance(value, str) and value != "")
+
+
+def _is_embedding_list(value) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) > 0
+        and all(isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) and _is_int(e[1]) for e in value)
+    )
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_TEXT = (lambda v: isinstance(v, str) and v != ""), "a non-empty string"
+_HEX = (lambda v: isinstance(v, str) and _SHA256.fullmatch(v) is not None), "a sha256 (64 hex digits)"
+# Every field of meta.json but format_version (checked first, to tell an older artifact apart).
+FIELDS = {
+    "kokoro_tvm_ext": _TEXT,
+    "tvm": _TEXT,
+    "target": (_is_target, "an LLVM target (an object with a 'kind', or a string)"),
+    "cpu_features": (
+        lambda v: isinstance(v, list) and all(isinstance(f, str) for f in v),
+        "a list of CPU feature names (what loading checks this CPU for)",
+    ),
+    "lstm_impl": _one_of(LSTM_IMPLS),
+    "precision": _one_of(PRECISIONS),
+    "max_tokens": _int(1, MAX_TOKENS),
+    "max_batch": _int(1),
+    "n_token": _int(2),
+    "sample_rate": _int(1),
+    "samples_per_frame": _int(1),
+    "harmonics": _int(1),
+    "weights_fingerprint": ((lambda v: v is None or _TEXT[0](v)), "a non-empty string or null"),
+    "weights_index": ((lambda v: isinstance(v, dict)), "an object: function name -> its weights"),
+    "token_embeddings": (_is_embedding_list, "a non-empty list of [function, weight number]"),
+    "compile_seconds": ((lambda v: (_is_int(v) or isinstance(v, float)) and v >= 0), "a number of seconds"),
+    "library_bytes": _int(0),
+    "library_sha256": _HEX,
+    "weights_bytes": _int(0),
+    "weights_sha256": _HEX,
+    DIGESTS: ((lambda v: isinstance(v, dict) and all(_HEX[0](d) for d in v.values())), "an object: field -> sha256"),
+}
+
+
+def _shown(value) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _check_fields(path: Path, meta: dict) -> None:
+    """Every field present and of its type and range, then each as compiled (by its digest)."""
+
+    def refuse(problem: str):
+        raise ArtifactCorruptError(f"{path}: {problem}; {RECOMPILE_HINT}")
+
+    for field, (valid, wanted) in FIELDS.items():
+        if field not in meta:
+            refuse(f"{field} is missing")
+        if not valid(meta[field]):
+            refuse(f"{field} must be {wanted}, got {_shown(meta[field])}")
+    recorded = meta[DIGESTS]
+    unknown = [k for k in meta if k != DIGESTS and k not in recorded]
+    if unknown:
+        refuse(f"{', '.join(unknown)}: not written when it was compiled (no sha256 in {DIGESTS})")
+    changed = [k for k, v in meta.items() if k != DIGESTS and recorded[k] != field_digest(v)]
+    if changed:
+        refuse(
+            f"{', '.join(changed)} {'is' if len(changed) == 1 else 'are'} not what was compiled (the sha256 "
+            f"recorded in {DIGESTS} differs): {META} was edited or damaged"
+        )
+    problem = index_problem(meta["weights_index"], meta["weights_bytes"])
+    if problem:
+        refuse(f"weights_index{problem}")
+    for function, number in meta["token_embeddings"]:
+        entries = meta["weights_index"].get(function, [])
+        if not 0 <= number < len(entries):
+            refuse(f"token_embeddings names weight {number} of {function!r}, which has {len(entries)}")
+        shape = entries[number][1]
+        if len(shape) != 2 or shape[0] != meta["n_token"]:
+            refuse(f"n_token is {meta['n_token']} but the token embedding has shape {shape}")
+
+
 def read_meta(out_dir: Path) -> dict:
-    """``meta.json`` of ``out_dir``, checked for format and for the files' sizes (cheap, always)."""
+    """``meta.json`` of ``out_dir``, checked for format, for every field and for the files' sizes (cheap, always)."""
     out_dir = Path(out_dir)
     path = out_dir / META
     missing = [p.name for p in (path, *(out_dir / f for f in FILES)) if not p.is_file()]
@@ -60,13 +189,16 @@ def read_meta(out_dir: Path) -> dict:
         meta = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ArtifactCorruptError(f"{path} is corrupt ({err}); {RECOMPILE_HINT}") from err
-    if not isinstance(meta, dict) or meta.get("format_version") != FORMAT_VERSION:
-        found = meta.get("format_version") if isinstance(meta, dict) else None
+    found = meta.get("format_version") if isinstance(meta, dict) else None
+    if found != FORMAT_VERSION:
+        by = "an older" if _is_int(found) and found < FORMAT_VERSION else "another"
         raise ArtifactCorruptError(
-            f"{path} has artifact format {found}, this kokoro-tvm-ext reads {FORMAT_VERSION}; {RECOMPILE_HINT}"
+            f"{path} has artifact format {_shown(found)}, this kokoro-tvm-ext reads {FORMAT_VERSION} (it was "
+            f"compiled by {by} version); {RECOMPILE_HINT}"
         )
+    _check_fields(path, meta)
     for name in FILES:
-        expected, size = meta.get(_key(name, "bytes")), (out_dir / name).stat().st_size
+        expected, size = meta[_key(name, "bytes")], (out_dir / name).stat().st_size
         if size != expected:
             raise ArtifactCorruptError(
                 f"{out_dir / name} is {size} bytes but {META} records {expected}: the file is damaged or was "

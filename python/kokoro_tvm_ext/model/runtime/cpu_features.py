@@ -23,7 +23,8 @@ import hashlib
 import platform
 from pathlib import Path
 
-from kokoro_tvm_ext.errors import UnsupportedCPUError
+from kokoro_tvm_ext.errors import ArtifactCorruptError, UnsupportedCPUError
+from kokoro_tvm_ext.model.runtime.artifact import META, RECOMPILE_HINT
 
 # LLVM feature name -> the flag Linux shows in /proc/cpuinfo, where the two differ.
 _CPUINFO_FLAG = {
@@ -104,12 +105,16 @@ def host_features(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str] | None:
 def check_cpu(meta: dict, where) -> None:
     """Raise ``UnsupportedCPUError`` if the artifact in ``where`` needs features this CPU lacks.
 
-    Artifacts written before features were recorded, and machines whose features
-    cannot be read, pass: there is nothing to compare.
+    A machine whose features cannot be read passes: there is nothing to compare. A
+    ``meta`` without its list of features does not: that would skip the check.
     """
     wanted = meta.get("cpu_features")
+    if not isinstance(wanted, list) or not all(isinstance(f, str) for f in wanted):
+        raise ArtifactCorruptError(
+            f"{where}: cpu_features in {META} must be a list of CPU feature names, got {wanted!r:.60}; {RECOMPILE_HINT}"
+        )
     have = host_features()
-    if not wanted or have is None:
+    if have is None:
         return
     missing = sorted(f for f in wanted if f in CHECKED and f not in have)
     if missing:

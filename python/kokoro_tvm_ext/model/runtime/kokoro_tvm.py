@@ -67,9 +67,12 @@ class KokoroTVM:
         self._weights = load_weights(self.out_dir / WEIGHTS, self.meta["weights_index"], tvm)
         self._lock = threading.Lock()
         self._tvm = tvm
-        self.sample_rate = int(self.meta["sample_rate"])
-        self.max_tokens = int(self.meta["max_tokens"])
-        self.max_batch = int(self.meta.get("max_batch", 64))
+        self.sample_rate = self.meta["sample_rate"]
+        self.max_tokens = self.meta["max_tokens"]
+        self.max_batch = self.meta["max_batch"]
+        # Token ids index these tables. Their rows come from the weights the library is handed, whose
+        # shapes it checks on every call, so an id beyond them is refused whatever n_token says.
+        self.vocab = min(int(self._weights[fn][number].shape[0]) for fn, number in self.meta["token_embeddings"])
 
     # -- input checks -----------------------------------------------------------
     def _tokens(self, tokens) -> np.ndarray:
@@ -86,11 +89,10 @@ class KokoroTVM:
             raise InvalidInputError(
                 f"{ids.size} tokens is too long: at most {self.max_tokens} per call (split the text)"
             )
-        n_token = int(self.meta["n_token"])
-        bad = ids[(ids < 1) | (ids >= n_token)]
+        bad = ids[(ids < 1) | (ids >= self.vocab)]
         if bad.size:
             raise InvalidInputError(
-                f"token ids must be in 1..{n_token - 1} ({BOUNDARY_ID} is the boundary id, added here); "
+                f"token ids must be in 1..{self.vocab - 1} ({BOUNDARY_ID} is the boundary id, added here); "
                 f"got {bad[:5].tolist()}"
             )
         return ids.astype(np.int64)
@@ -144,8 +146,8 @@ class KokoroTVM:
                 noise = make_noise(
                     en.shape[-1],
                     seeds[b],
-                    harmonics=int(self.meta["harmonics"]),
-                    samples_per_frame=int(self.meta["samples_per_frame"]),
+                    harmonics=self.meta["harmonics"],
+                    samples_per_frame=self.meta["samples_per_frame"],
                     zero_noise=zero_noise,
                 )
                 (audio,) = self._run(

@@ -11,6 +11,7 @@ shared by every process that runs the same artifact.
 from __future__ import annotations
 
 import hashlib
+import math
 from pathlib import Path
 
 import numpy as np
@@ -65,6 +66,39 @@ def _numpy_dtype(dtype: str) -> tuple[np.dtype, bool]:
         pass
     bits = int("".join(c for c in dtype if c.isdigit()))
     return np.dtype(f"uint{bits}"), True
+
+
+# What the index may name: numpy's integer, float and bool types, and bfloat16.
+DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+DTYPES += ("float16", "float32", "float64", "bfloat16")
+
+
+def index_problem(index: dict, file_bytes: int) -> str | None:
+    """What is wrong with ``index`` (meta.json's weights_index) for a weights file of ``file_bytes``, as
+    ``[function][number]: ...``, or None. Checked before mapping: an entry past the end would otherwise
+    map short and fail to reshape."""
+    for name, entries in index.items():
+        if not isinstance(entries, list):
+            return f"[{name!r}] must be a list of [offset, shape, dtype]"
+        for number, entry in enumerate(entries):
+            where = f"[{name!r}][{number}]"
+            if not (isinstance(entry, list) and len(entry) == 3):
+                return f"{where} must be [offset, shape, dtype], got {entry!r:.60}"
+            offset, shape, dtype = entry
+            if not _is_count(offset) or offset % ALIGN:
+                return f"{where}: the offset must be a multiple of {ALIGN} from 0, got {offset!r:.30}"
+            if not (isinstance(shape, list) and all(_is_count(d) for d in shape)):
+                return f"{where}: the shape must be a list of sizes, got {shape!r:.60}"
+            if dtype not in DTYPES:
+                return f"{where}: the dtype must be one of {', '.join(DTYPES)}, got {dtype!r:.30}"
+            end = offset + math.prod(shape) * _numpy_dtype(dtype)[0].itemsize
+            if end > file_bytes:
+                return f"{where} ends at byte {end}, past the end of {WEIGHTS} ({file_bytes} bytes)"
+    return None
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def load_weights(path: Path, index: dict, tvm) -> dict[str, list]:
