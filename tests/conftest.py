@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tvm  # noqa: F401  (the full TVM, compiler included: else the first test to load an artifact picks TVM's runtime alone for the whole worker)
 
 import kokoro_tvm_ext  # noqa: F401  (registers the plugin before any VM is created)
 
@@ -14,11 +15,27 @@ TIERS = ("unit", "model", "integration")
 INTEGRATION = ("serve", "book", "test_cli.py", "test_wheel.py")
 # Fixtures that mean a compiled Kokoro (or its PyTorch reference) is in the test.
 MODEL_FIXTURES = {"small_artifact", "kokoro_model", "real_artifact", "bf16_artifact"}
+# The files that take longest (measured with --durations on 2 cores), longest first. The
+# test command hands files to its two workers in this order, then the rest in collection
+# order (scripts/test.sh passes --no-loadscope-reorder): a long file started last would
+# leave one core idle while it runs.
+LONGEST_FIRST = (
+    "test_cli.py",
+    "test_wheel.py",
+    "kokoro/test_bf16_mode.py",
+    "kokoro/test_pipeline.py",
+    "kokoro/test_stage_decoder.py",
+    "runtime/test_soak.py",
+    "runtime/test_thread_safety.py",
+    "runtime/test_tokens.py",
+)
 
 
 def pytest_collection_modifyitems(config, items):
-    """Give every test one tier (pyproject.toml's markers), unless it names its own."""
+    """Give every test one tier (pyproject.toml's markers), unless it names its own; longest files first."""
     tests = Path(__file__).parent
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(Path(item.fspath).relative_to(tests).as_posix(), len(rank)))
     for item in items:
         if any(item.get_closest_marker(t) for t in TIERS):
             continue

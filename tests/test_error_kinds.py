@@ -33,6 +33,7 @@ TABLE = {
     errors.ArtifactCorruptError: (3, 503, ValueError),
     errors.UnsupportedCPUError: (3, 503, ValueError),
     errors.UnwritablePathError: (1, 500, OSError),
+    errors.RequestCancelled: (130, 499, Exception),
 }
 
 
@@ -166,11 +167,13 @@ def test_the_installed_command_shows_a_bugs_traceback_and_exits_1(tmp_path):
 
 def test_an_artifact_of_another_tvm_is_an_artifact_error(tmp_path, voice_file, capsys):
     """Refused like a damaged one (exit 3), naming both versions, before its library is loaded."""
+    from fake_artifact import fake_meta_fields
+
     from kokoro_tvm_ext.model.runtime.artifact import write_meta
 
     for name in ("kokoro.so", "weights.bin"):
         (tmp_path / name).write_bytes(b"\0" * 16)  # never loaded: the version is checked first
-    write_meta(tmp_path, {"tvm": "0.1.0"})
+    write_meta(tmp_path, fake_meta_fields(tvm="0.1.0"))
     assert main(say(tmp_path, "--voice", str(voice_file), "--artifact", str(tmp_path))) == 3
     err = capsys.readouterr().err
     assert "was compiled with TVM 0.1.0, this is TVM" in err and "compile again" in err, err
