@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import socket
+import time
+
 import httpx
 import pytest
 from conftest import running_server, speech
@@ -86,3 +90,29 @@ def test_openai_client_sees_the_error_and_the_server_keeps_serving(openai_client
     assert httpx.get(f"{server}/health").status_code == 200
     ok = speech(server, input="Still here.", voice=voice, response_format="pcm", stream=False)
     assert ok.status_code == 200 and len(ok.content) > 0
+
+
+def test_a_300_mb_body_is_refused_on_its_content_length_before_it_is_read(server):
+    """The request names 300 MB and sends a few bytes: the 413 comes at once, the connection closes."""
+    host, port = server.removeprefix("http://").split(":")
+    start = time.monotonic()
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(
+            b"POST /v1/audio/speech HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            b'Content-Length: 300000000\r\n\r\n{"input": "Hi.", "padding": "'
+        )
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert time.monotonic() - start < 5
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413 ") and b"x-request-id: req_" in head
+    assert "--max-body-bytes" in json.loads(body)["error"]["message"]
+
+
+def test_a_request_for_another_host_is_refused(server):
+    """A browser page under a rebound DNS name sends its own name as Host: the server does not answer it."""
+    r = httpx.post(f"{server}/v1/audio/speech", json={"input": "Hi."}, headers={"host": "attacker.example"})
+    err = error_of(r, 400)
+    assert err["code"] == "host_not_allowed" and "attacker.example" in err["message"]
+    assert httpx.get(f"{server}/health", headers={"host": "localhost"}).status_code == 200

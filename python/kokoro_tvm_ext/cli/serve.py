@@ -5,9 +5,15 @@ then answers requests on one model shared by a chunk-level scheduler. Endpoints:
 POST /v1/audio/speech, POST /dev/captioned_speech, GET /v1/audio/voices,
 GET /v1/models, GET /health (200 once it can synthesize).
 
+Every request is bounded: its body (--max-body-bytes), the requests in flight per client and in
+all (--max-client-requests, --max-requests: 429 beyond), its time (--request-timeout: 504, or
+the stream is cut), and the Host it names (--allowed-hosts: loopback names by default, against
+DNS rebinding). Streams are paced by their clients: synthesis runs at most two chunks ahead of
+what a client has read. Exposing the server beyond this machine: see docs/server.md.
+
 Examples:
   kokoro-tvm serve                                   # http://127.0.0.1:8880
-  kokoro-tvm serve --host 0.0.0.0 --port 8880 --threads 2
+  kokoro-tvm serve --host 0.0.0.0 --allowed-hosts tts.lan,192.168.1.5 --threads 2
   curl -s localhost:8880/v1/audio/speech -H 'Content-Type: application/json' \\
        -d '{"input": "Hello there.", "response_format": "wav"}' -o hello.wav"""
 
@@ -17,6 +23,7 @@ import sys
 
 from kokoro_tvm_ext.cli.options import add_model_arguments, check_model_arguments
 from kokoro_tvm_ext.errors import InvalidInputError, MissingAssetError
+from kokoro_tvm_ext.serve.hosts import default_allowed_hosts, parse_allowed_hosts
 
 HELP = "serve an OpenAI-compatible speech API (streaming, word timestamps)"
 
@@ -54,6 +61,48 @@ def add_arguments(parser) -> None:
         "audio comes early; 0 = the whole first clause (default: %(default)s, ~1.5 s of speech)",
     )
     parser.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=1 << 20,
+        metavar="N",
+        help="largest request body; larger is refused with 413 before it is read (on its Content-Length, "
+        "or as soon as that many bytes arrived). The longest input fits in far less even with every "
+        "character \\u-escaped (default: %(default)s = 1 MiB)",
+    )
+    parser.add_argument(
+        "--max-client-requests",
+        type=int,
+        default=16,
+        metavar="N",
+        help="speech requests in flight at once from one client address (until its response is "
+        "complete); more get 429 rate_limit_exceeded with Retry-After. Behind a reverse proxy on this "
+        "machine, the address comes from its X-Forwarded-For (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-requests",
+        type=int,
+        default=64,
+        metavar="N",
+        help="speech requests in flight at once from all clients; more get 429 (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--request-timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="a request's deadline: SECONDS from its arrival plus the length of the audio sent so far, so a "
+        "client playing the stream in real time is never cut. Past it, planning stops and queued chunks "
+        "are dropped; the answer is 504, or a started stream is cut (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--allowed-hosts",
+        metavar="HOSTS",
+        help="comma-separated names and addresses clients may put in the Host header ('*.example.com' "
+        "for subdomains, '*' for any); other requests get 400. This stops DNS rebinding: a web page "
+        "reaching this server through a browser under its own name. Default: localhost, 127.0.0.1, "
+        "::1, and --host if it is one specific address",
+    )
+    parser.add_argument(
         "--log-level",
         default="warning",
         choices=("debug", "info", "warning", "error"),
@@ -70,7 +119,30 @@ def _check(args) -> None:
         raise InvalidInputError(f"--max-batch must be at least 1, got {args.max_batch}")
     if args.first_chunk_tokens < 0:
         raise InvalidInputError(f"--first-chunk-tokens must be 0 or more, got {args.first_chunk_tokens}")
+    for flag in ("max_body_bytes", "max_client_requests", "max_requests"):
+        if getattr(args, flag) < 1:
+            raise InvalidInputError(f"--{flag.replace('_', '-')} must be at least 1, got {getattr(args, flag)}")
+    if not 0 < args.request_timeout < float("inf"):
+        raise InvalidInputError(f"--request-timeout must be a positive number of seconds, got {args.request_timeout}")
+    if args.allowed_hosts is not None:
+        parse_allowed_hosts(args.allowed_hosts)
     check_model_arguments(args)
+
+
+def guard_config(args):
+    """The request bounds from the flags; the allowed hosts checked and defaulted from --host."""
+    from kokoro_tvm_ext.serve.guard import GuardConfig
+
+    hosts = (
+        parse_allowed_hosts(args.allowed_hosts) if args.allowed_hosts is not None else default_allowed_hosts(args.host)
+    )
+    return GuardConfig(
+        max_body_bytes=args.max_body_bytes,
+        max_requests=args.max_requests,
+        max_client_requests=args.max_client_requests,
+        request_timeout=args.request_timeout,
+        allowed_hosts=hosts,
+    )
 
 
 def load_speaker(args):
@@ -92,20 +164,24 @@ def run(args) -> int:
     try:
         import av  # noqa: F401
         import fastapi  # noqa: F401
-        import uvicorn
+        import uvicorn  # noqa: F401
     except ImportError as err:
         raise MissingAssetError(f"serving needs {err.name}: pip install 'kokoro-tvm-ext[serve]'") from None
 
+    from kokoro_tvm_ext.serve import listen
     from kokoro_tvm_ext.serve.app import create_app
     from kokoro_tvm_ext.serve.plan import Limits
 
+    guard = guard_config(args)
     print(f"kokoro-tvm serve: loading the {args.backend} backend", file=sys.stderr)
     speaker = load_speaker(args)
     speaker.warm_up()
     limits = Limits(
         max_input_chars=args.max_input_chars, max_tokens=speaker.max_tokens, first_chunk_tokens=args.first_chunk_tokens
     )
-    app = create_app(speaker, limits=limits, max_batch=args.max_batch)
+    app = create_app(speaker, limits=limits, guard=guard, max_batch=args.max_batch)
     print(f"kokoro-tvm serve: listening on http://{args.host}:{args.port}", file=sys.stderr)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    if "*" not in guard.allowed_hosts:
+        print(f"kokoro-tvm serve: answering requests for hosts {', '.join(guard.allowed_hosts)}", file=sys.stderr)
+    listen.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0

@@ -2,8 +2,9 @@
 
 Bad input is a 4xx with a message naming the problem and the fix. The package's own
 errors (``kokoro_tvm_ext.errors``) answer with their class's ``http_status`` (a missing or
-damaged asset is a 503); anything else is a 500 ``server_error`` logged with its
-traceback. No error stops the server.
+damaged asset is a 503, a cancelled request 499); anything else is a bug, which the request
+guard (``guard.py``) logs with its traceback and answers with a 500 that holds only the
+request id. No error stops the server.
 """
 
 from __future__ import annotations
@@ -15,7 +16,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from kokoro_tvm_ext.errors import InvalidInputError, InvalidVoiceError, KokoroError, UnknownVoiceError
+from kokoro_tvm_ext.errors import (
+    InvalidInputError,
+    InvalidVoiceError,
+    KokoroError,
+    RequestCancelled,
+    UnknownVoiceError,
+)
 
 log = logging.getLogger("kokoro_tvm_ext.serve")
 
@@ -35,14 +42,19 @@ class ApiError(Exception):
 
 
 def error_response(
-    status: int, message: str, *, type: str = "invalid_request_error", param=None, code=None
+    status: int, message: str, *, type: str = "invalid_request_error", param=None, code=None, headers=None
 ) -> JSONResponse:
     body = {"error": {"message": message, "type": type, "param": param, "code": code}}
-    return JSONResponse(body, status_code=status)
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 # OpenAI's error ``code`` for our error classes: the entry of the nearest class in the MRO.
-_CODES = {UnknownVoiceError: "voice_not_found", InvalidVoiceError: "invalid_voice", InvalidInputError: "invalid_value"}
+_CODES = {
+    UnknownVoiceError: "voice_not_found",
+    InvalidVoiceError: "invalid_voice",
+    InvalidInputError: "invalid_value",
+    RequestCancelled: "request_cancelled",
+}
 
 
 def kokoro_error_response(exc: KokoroError) -> JSONResponse:
@@ -71,7 +83,9 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(KokoroError)
     async def _ours(request: Request, exc: KokoroError):
         if exc.http_status >= 500:  # the install's or the server's problem, not the request's
-            log.error("%s %s: %s: %s", request.method, request.url.path, type(exc).__name__, exc)
+            context = request.scope.get("state", {}).get("request_context")
+            rid = context.id if context else "-"
+            log.error("request %s: %s %s: %s: %s", rid, request.method, request.url.path, type(exc).__name__, exc)
         return kokoro_error_response(exc)
 
     @app.exception_handler(RequestValidationError)
@@ -86,8 +100,3 @@ def install(app: FastAPI) -> None:
     async def _http(request: Request, exc: HTTPException):
         kind = "not_found" if exc.status_code == 404 else "invalid_request_error"
         return error_response(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}", type=kind)
-
-    @app.exception_handler(Exception)
-    async def _internal(request: Request, exc: Exception):
-        log.exception("internal error on %s %s", request.method, request.url.path)
-        return error_response(500, f"internal error: {type(exc).__name__}: {exc}", type="server_error")

@@ -30,8 +30,11 @@ def _about(param: str, work):
         raise
 
 
-def plan_speech(speaker, text: str, voice: str, speed: float, lang_code: str | None, *, voices, limits: Limits):
-    """The request's ``SpeechPlan``: one sentence per chunk, the first cut early so its audio comes soon."""
+def plan_speech(
+    speaker, text: str, voice: str, speed: float, lang_code: str | None, *, voices, limits: Limits, cancel=None
+):
+    """The request's ``SpeechPlan``: one sentence per chunk, the first cut early so its audio comes soon.
+    ``cancel``: a ``threading.Event`` that stops the planning (RequestCancelled) once set."""
     if len(text) > limits.max_input_chars:
         raise ApiError(
             413,
@@ -45,6 +48,11 @@ def plan_speech(speaker, text: str, voice: str, speed: float, lang_code: str | N
     return _about(
         "input",
         lambda: speaker.plan(
-            text, chosen, speed=speed, pack_sentences=False, first_chunk_tokens=limits.first_chunk_tokens
+            text,
+            chosen,
+            speed=speed,
+            pack_sentences=False,
+            first_chunk_tokens=limits.first_chunk_tokens,
+            cancel=cancel,
         ),
     )

@@ -1,9 +1,9 @@
 """Response bodies: a job's chunks, as they are synthesized, encoded and (for captions) timed.
 
-``ChunkStream`` carries results from the scheduler's thread into the event loop.
-The generators cancel the job when they stop early (the client disconnected), so
-its remaining chunks are never synthesized. A whole (``stream=false``) body has no
-generator for the server to stop, so ``unless_disconnected`` watches the client.
+``ChunkStream`` carries results from the scheduler's thread into the event loop and
+tells the scheduler each chunk taken, which paces the job to its consumer (a stream to
+its client's reading). The generators cancel the job when they stop early; the request
+guard (``guard.py``) also cancels it when the request ends, whatever ended it.
 """
 
 from __future__ import annotations
@@ -14,45 +14,23 @@ import json
 
 from starlette.concurrency import run_in_threadpool
 
-from kokoro_tvm_ext.serve.errors import ApiError
 from kokoro_tvm_ext.speech.encoders import make_encoder
 
 
-class SynthesisError(ApiError):
-    """The model failed on a chunk (not the client's fault): 500 server_error."""
-
-    def __init__(self, message: str):
-        super().__init__(500, message, type="server_error")
-
-
-class ClientGone(Exception):
-    """The client closed the connection before its whole response was ready."""
-
-
-async def unless_disconnected(request, work, poll_seconds: float = 0.25):
-    """Await ``work``; if the client disconnects first, cancel it (its ``finally`` cancels the job)."""
-    task = asyncio.ensure_future(work)
-    try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=poll_seconds)
-            if done:
-                return task.result()
-            if await request.is_disconnected():
-                raise ClientGone()
-    finally:
-        if not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+class SynthesisError(RuntimeError):
+    """The model failed on a chunk: a bug or a broken install, logged with the request id, answered 500."""
 
 
 class ChunkStream:
-    """A request's plan on the scheduler; iterating yields its ``SpeechChunk``s (audio and word timings) in order."""
+    """A request's plan on the scheduler; iterating yields its ``SpeechChunk``s (audio and word timings) in order.
+    ``on_audio(seconds)`` is called with each chunk's length as it is taken (the guard's deadline moves by it)."""
 
-    def __init__(self, scheduler, plan):
+    def __init__(self, scheduler, plan, on_audio=None):
         self._loop = asyncio.get_running_loop()
-        self._queue: asyncio.Queue = asyncio.Queue()
+        self._queue: asyncio.Queue = asyncio.Queue()  # at most ``scheduler.ahead`` chunks wait in it
         self._scheduler = scheduler
         self._plan = plan
+        self._on_audio = on_audio
         self.count = len(plan.chunks)
         self.job = scheduler.submit(plan.chunks, self._deliver)
 
@@ -66,8 +44,12 @@ class ChunkStream:
         for _ in range(self.count):
             index, result, error = await self._queue.get()
             if error is not None:
-                raise SynthesisError(f"synthesis failed: {type(error).__name__}: {error}") from error
-            yield self._plan.result(index, *result)
+                raise SynthesisError(f"synthesis failed on chunk {index}") from error
+            chunk = self._plan.result(index, *result)
+            self._scheduler.took(self.job, index + 1)
+            if self._on_audio is not None:
+                self._on_audio(len(chunk.audio) / self._plan.sample_rate)
+            yield chunk
 
     def cancel(self) -> None:
         self._scheduler.cancel(self.job)

@@ -19,6 +19,12 @@ arriving meanwhile by several sentences, for a text stage worth ~6% of a chunk's
 (measured: 0.21 s of 3.7 s for a 75-token sentence). Results go back through each
 job's ``deliver`` callback (called on the worker thread). ``cancel`` drops a job's remaining chunks, e.g. when
 its client disconnects; ``stats`` counts what was done and what was cancelled.
+
+Pacing: given ``ahead``, a job runs at most ``ahead`` chunks ahead of what its consumer has taken (``took``;
+the web app paces every job so, a caller that never calls ``took`` leaves ``ahead`` unset). A stream
+whose client stops reading stops taking chunks (its response waits on the socket), so its job is parked
+with at most ``ahead`` chunks of audio made and not yet sent, instead of its whole text synthesized into
+memory; it resumes when the client reads again.
 """
 
 from __future__ import annotations
@@ -38,8 +44,10 @@ class Job:
         self.deliver = deliver  # deliver(index, (audio, durations) or None, error or None)
         self.seq = seq
         self.next = 0  # index of the next chunk to synthesize
+        self.taken = 0  # chunks the consumer has taken
         self.cancelled = False
         self.queued = False
+        self.parked = False  # waiting for its consumer to take chunks
         self.finished = False
         self.first_audio_at: float | None = None
         self.audio_seconds = 0.0
@@ -55,12 +63,17 @@ class Job:
 
 
 class Scheduler:
-    def __init__(self, speaker, *, max_batch: int = 4):
-        """``speaker``: what synthesizes planned chunks (``Speaker.synthesize``) and its ``sample_rate``."""
+    def __init__(self, speaker, *, max_batch: int = 4, ahead: int | None = None):
+        """``speaker``: what synthesizes planned chunks (``Speaker.synthesize``) and its ``sample_rate``;
+        ``ahead``: chunks a job may have made and not yet taken by its consumer (None: no pacing)."""
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
+        if ahead is not None and ahead < 1:
+            raise ValueError(f"ahead must be at least 1, got {ahead}")
         self.speaker = speaker
         self.max_batch = max_batch
+        self.ahead = ahead
+        self._parked: set[Job] = set()
         self._heap: list[tuple] = []
         self._cv = threading.Condition()
         self._seq = itertools.count()
@@ -102,10 +115,27 @@ class Scheduler:
                 heapq.heapify(self._heap)
                 job.queued = False
                 self._retire_cancelled(job)
+            elif job.parked:
+                self._unpark(job)
+                self._retire_cancelled(job)
+
+    def took(self, job: Job, count: int) -> None:
+        """The job's consumer has taken its first ``count`` chunks: a parked job may go on."""
+        with self._cv:
+            job.taken = max(job.taken, count)
+            if job.parked and job.next < job.taken + (self.ahead or 0):
+                self._unpark(job)
+                self._push(job)
+                self._cv.notify()
 
     def snapshot(self) -> dict:
         with self._cv:
-            return {**self.stats, "queued": len(self._heap), "alive": self._thread.is_alive()}
+            return {
+                **self.stats,
+                "queued": len(self._heap),
+                "parked": len(self._parked),
+                "alive": self._thread.is_alive(),
+            }
 
     @property
     def alive(self) -> bool:
@@ -121,6 +151,10 @@ class Scheduler:
     def _push(self, job: Job) -> None:
         heapq.heappush(self._heap, (*job.key(), job))
         job.queued = True
+
+    def _unpark(self, job: Job) -> None:
+        job.parked = False
+        self._parked.discard(job)
 
     def _retire_cancelled(self, job: Job) -> None:
         self.stats["requests_cancelled"] += 1
@@ -183,6 +217,9 @@ class Scheduler:
             job.audio_seconds += len(result[0]) / self.speaker.sample_rate
             if job.cancelled:
                 self._retire_cancelled(job)
+            elif job.remaining and self.ahead is not None and job.next >= job.taken + self.ahead:
+                job.parked = True  # its consumer is behind: wait until it takes a chunk
+                self._parked.add(job)
             elif job.remaining:
                 self._push(job)
                 self._cv.notify()

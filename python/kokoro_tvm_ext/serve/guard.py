@@ -1,0 +1,252 @@
+"""Every HTTP request's way in and out, as one ASGI middleware around the app.
+
+In order: an id (``x-request-id`` on every response); the ``Host`` check (``hosts.py``); the body
+limit, first on ``Content-Length`` and then counting while it is read, before anything parses it;
+the in-flight limits for the speech routes (per client address and in all, 429); then the app,
+under the request's deadline and watched for its client leaving. Either ends the request at once:
+its planning stops (``RequestContext.cancel``, which ``Speaker.plan`` checks), its queued chunks are
+dropped (the streams it registered are cancelled), a response not yet started becomes a 504 (or
+nothing, for a client that left) and a started stream is cut. An unexpected exception is logged with
+the request id and answered with a 500 that holds only the id.
+
+The deadline is ``request_timeout`` seconds from arrival, moved later by the length of every chunk of
+audio handed to the response: a client that plays the stream in real time is never cut, one that
+stops reading is cut ``request_timeout`` seconds after it fell behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+from dataclasses import dataclass
+
+import anyio
+from starlette.datastructures import Headers
+from starlette.requests import Request
+
+from kokoro_tvm_ext.serve.errors import error_response
+from kokoro_tvm_ext.serve.hosts import TrustedHosts
+from kokoro_tvm_ext.serve.limits import BodyTooLarge, ClientLeft, InFlight, read_body, replay
+
+log = logging.getLogger("kokoro_tvm_ext.serve")
+
+REQUEST_ID_HEADER = "x-request-id"
+DEADLINE, CLIENT_LEFT = "deadline", "client left"
+
+
+@dataclass(frozen=True)
+class GuardConfig:
+    """The server's bounds on one request (``kokoro-tvm serve`` sets each from its flag of the same name).
+    ``allowed_hosts``: ``("*",)`` answers any host; ``kokoro-tvm serve`` defaults to the loopback names
+    and its bind address (``hosts.default_allowed_hosts``)."""
+
+    max_body_bytes: int = 1 << 20
+    max_requests: int = 64
+    max_client_requests: int = 16
+    request_timeout: float = 300.0
+    allowed_hosts: tuple[str, ...] = ("*",)
+
+
+class RequestContext:
+    """What a route sees of the guard (``context_of(request)``): the request id, the event that stops its
+    planning, ``extend`` to move the deadline by audio handed over, ``on_close`` for cleanups."""
+
+    def __init__(self, request_id: str, deadline: float):
+        self.id = request_id
+        self.deadline = deadline
+        self.cancel = threading.Event()
+        self.stopped: str | None = None  # DEADLINE or CLIENT_LEFT
+        self.scope = anyio.CancelScope()
+        self._closers: list = []
+
+    def extend(self, seconds: float) -> None:
+        self.deadline += seconds
+
+    def on_close(self, closer) -> None:
+        """``closer()`` when the request ends, however it ends (e.g. cancel its chunks on the scheduler)."""
+        self._closers.append(closer)
+
+    def stop(self, reason: str) -> None:
+        if self.stopped is None:
+            self.stopped = reason
+            self.cancel.set()
+            self.scope.cancel()
+
+    def close(self) -> None:
+        for closer in self._closers:
+            try:
+                closer()
+            except Exception:  # noqa: BLE001 - a cleanup must not hide the others
+                log.exception("request %s: cleanup failed", self.id)
+
+
+def context_of(request: Request) -> RequestContext:
+    return request.scope["state"]["request_context"]
+
+
+class _Response:
+    """The app's ``send``, adding the request id to the headers and noting what was sent; once the request is
+    stopped, the app's messages are dropped (its answer comes too late, or its client is gone)."""
+
+    def __init__(self, send, ctx: RequestContext):
+        self.raw, self.ctx = send, ctx
+        self.started = self.complete = False
+
+    async def send(self, message) -> None:
+        if self.ctx.stopped:
+            return
+        await self.emit(message)
+
+    async def emit(self, message) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+            message = {**message, "headers": [*message.get("headers", []), (b"x-request-id", self.ctx.id.encode())]}
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            self.complete = True
+        await self.raw(message)
+
+
+class RequestGuard:
+    """The ASGI middleware (see the module's doc). ``limited_paths``: the routes that count toward the
+    in-flight limits (the speech routes; listings and ``/health`` stay free)."""
+
+    def __init__(self, app, config: GuardConfig, limited_paths: frozenset[str]):
+        self.app = app
+        self.config = config
+        self.limited_paths = limited_paths
+        self.hosts = TrustedHosts(config.allowed_hosts)
+        self.in_flight = InFlight(config.max_requests, config.max_client_requests)
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        ctx = RequestContext(f"req_{secrets.token_hex(12)}", anyio.current_time() + self.config.request_timeout)
+        scope.setdefault("state", {})["request_context"] = ctx
+        response = _Response(send, ctx)
+        refusal = self._refusal(scope)
+        if refusal is not None:
+            await self._answer(response, scope, receive, *refusal)
+            return
+        client = scope["client"][0] if scope.get("client") else "unknown"
+        limited = scope["path"] in self.limited_paths
+        if limited:
+            busy = self.in_flight.enter(client)
+            if busy is not None:
+                await self._answer(
+                    response,
+                    scope,
+                    receive,
+                    429,
+                    busy,
+                    "rate_limit_exceeded",
+                    type="requests",
+                    headers={"retry-after": "1"},
+                )
+                return
+        try:
+            await self._run(scope, receive, response, ctx)
+        finally:
+            ctx.close()
+            if limited:
+                self.in_flight.leave(client)
+
+    def _refusal(self, scope) -> tuple | None:
+        """(status, message, code) for a request refused on its headers alone, or None."""
+        headers = Headers(scope=scope)
+        host = headers.get("host")
+        if not self.hosts.allows(host):
+            shown = repr(host[:100]) if host else "none"
+            return (
+                400,
+                f"Host {shown} is not a name this server answers to ({self.hosts.describe()}); a request "
+                "naming another host is refused against DNS rebinding. Start the server with "
+                "--allowed-hosts NAME,... to add the names clients use",
+                "host_not_allowed",
+            )
+        length = headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > self.config.max_body_bytes:
+            return self._too_large(f"Content-Length is {int(length)} bytes")
+        return None
+
+    def _too_large(self, what: str) -> tuple:
+        return (
+            413,
+            f"the request body is too large: {what}, this server takes at most {self.config.max_body_bytes} "
+            "(--max-body-bytes); the speech routes need only the JSON of the text",
+            "request_too_large",
+        )
+
+    async def _answer(self, response: _Response, scope, receive, status, message, code, **extra) -> None:
+        """An error answer from the guard itself; the connection closes after it, as the body may be unread."""
+        headers = {"connection": "close", **extra.pop("headers", {})}
+        kind = extra.pop("type", "invalid_request_error" if status < 500 else "server_error")
+        await error_response(status, message, type=kind, code=code, headers=headers)(scope, receive, response.emit)
+
+    async def _run(self, scope, receive, response: _Response, ctx: RequestContext) -> None:
+        error: BaseException | None = None
+        refusal = None
+        async with anyio.create_task_group() as watchers:
+            watchers.start_soon(self._watch_deadline, ctx)
+            with ctx.scope:
+                try:
+                    body = await read_body(receive, self.config.max_body_bytes)
+                except BodyTooLarge:
+                    refusal = self._too_large(f"more than {self.config.max_body_bytes} bytes arrived")
+                except ClientLeft:
+                    ctx.stop(CLIENT_LEFT)
+                else:
+                    watchers.start_soon(self._watch_client, ctx, receive, response)
+                    try:
+                        await self.app(scope, replay(body, receive), response.send)
+                    except Exception as err:  # noqa: BLE001 - answered below with the request id, never raised
+                        error = err
+            watchers.cancel_scope.cancel()
+        if refusal is not None:
+            await self._answer(response, scope, receive, *refusal)
+        elif ctx.stopped == DEADLINE:
+            if response.started:
+                log.warning(
+                    "request %s: deadline passed (--request-timeout %g s plus the audio sent); its stream is cut",
+                    ctx.id,
+                    self.config.request_timeout,
+                )
+            else:
+                await self._answer(
+                    response,
+                    scope,
+                    receive,
+                    504,
+                    f"the request took longer than its deadline: {self.config.request_timeout:g} s "
+                    "(--request-timeout) plus the length of the audio sent; try a shorter input or a less busy "
+                    "server",
+                    "timeout",
+                )
+        elif ctx.stopped == CLIENT_LEFT:
+            log.info("request %s: the client left; its work is cancelled", ctx.id)
+        elif error is not None:
+            log.error("request %s: internal error on %s %s", ctx.id, scope["method"], scope["path"], exc_info=error)
+            if not response.started:
+                await self._answer(
+                    response,
+                    scope,
+                    receive,
+                    500,
+                    f"internal error; request id {ctx.id} (the server's log has the details)",
+                    "internal_error",
+                )
+
+    @staticmethod
+    async def _watch_deadline(ctx: RequestContext) -> None:
+        while (left := ctx.deadline - anyio.current_time()) > 0:
+            await anyio.sleep(left)
+        ctx.stop(DEADLINE)
+
+    @staticmethod
+    async def _watch_client(ctx: RequestContext, receive, response: _Response) -> None:
+        """The body has been read, so ``receive`` answers only when the client disconnects (or, once the
+        response is complete, at once)."""
+        message = await receive()
+        if message["type"] == "http.disconnect" and not response.complete:
+            ctx.stop(CLIENT_LEFT)
