@@ -36,6 +36,7 @@ from kokoro_tvm_ext.speech.assets.voices import DEFAULT_VOICE, load_voice, style
 from kokoro_tvm_ext.speech.cancel import check_cancelled
 from kokoro_tvm_ext.speech.chunks import Chunk, chunk_words
 from kokoro_tvm_ext.speech.g2p import chunk_phonemes, language, phonemize_paragraphs, tokenize
+from kokoro_tvm_ext.speech.text_checks import clean_text
 from kokoro_tvm_ext.speech.timestamps import WordTiming, word_timings
 
 MIN_SPEED, MAX_SPEED = 0.1, 10.0
@@ -232,7 +233,7 @@ class Speaker:
                 raise InvalidInputError("phonemes are empty")
             pieces = [(p, ()) for p in chunk_phonemes(phonemes, self.vocab, self.max_tokens)]
         else:
-            _check_unicode(text)
+            text = clean_text(text)  # the one normalization and check of text, for every front end
             if voice.lang is None:
                 voice_language(voice.spec)  # raises: the language cannot be told from the name, give it
             pieces = [
@@ -307,17 +308,6 @@ def join(chunks: Sequence[SpeechChunk], sample_rate: int) -> Speech:
     """Streamed chunks -> one :class:`Speech` (the same audio and timings as ``speak``)."""
     audio = np.concatenate([c.audio for c in chunks]) if chunks else np.zeros(0, np.float32)
     return Speech(audio, sample_rate, [w for c in chunks for w in c.words])
-
-
-def _check_unicode(text) -> None:
-    """A lone surrogate (from a broken decoder, e.g. Python's surrogateescape) is not text: no G2P can read it."""
-    if isinstance(text, str):
-        bad = next((i for i, c in enumerate(text) if "\ud800" <= c <= "\udfff"), None)
-        if bad is not None:
-            raise InvalidInputError(
-                f"text has an invalid character at position {bad}: U+{ord(text[bad]):04X}, a lone surrogate, "
-                "is not Unicode text (was the input decoded with the wrong encoding?)"
-            )
 
 
 def _is_pack_file(spec) -> bool:

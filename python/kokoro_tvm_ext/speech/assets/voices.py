@@ -157,6 +157,12 @@ def parse_voice_spec(spec: str) -> list[tuple[str, float]]:
             raise InvalidVoiceError(f"bad voice blend {spec!r}: {name} appears twice")
         seen.add(name)
     total = sum(w for _, w in items)
+    if not math.isfinite(total):  # each weight is finite, their sum is not: every share would be 0
+        name, weight = max(items, key=lambda item: item[1])
+        raise InvalidVoiceError(
+            f"bad voice blend {spec!r}: the weights add up to more than the largest number (weight {weight:g} of "
+            f"{name}); use relative weights such as {name}:0.6"
+        )
     return [(n, w / total) for n, w in items]
 
 

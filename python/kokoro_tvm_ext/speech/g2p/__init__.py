@@ -18,10 +18,11 @@ collapsed to single spaces.
 from __future__ import annotations
 
 import re
+import sys
 import threading
 import warnings
 
-from kokoro_tvm_ext.errors import InvalidInputError
+from kokoro_tvm_ext.errors import InvalidInputError, KokoroError
 from kokoro_tvm_ext.model.spec import MAX_TOKENS
 from kokoro_tvm_ext.speech.cancel import check_cancelled
 from kokoro_tvm_ext.speech.g2p.chunking import chunk_phonemes
@@ -29,6 +30,7 @@ from kokoro_tvm_ext.speech.g2p.english import english_g2p
 from kokoro_tvm_ext.speech.g2p.languages import LANGUAGES, Language, known_languages_text, language, resolve_lang
 from kokoro_tvm_ext.speech.g2p.tokens import UnknownPhonemeWarning, count_tokens, default_vocab, tokenize
 from kokoro_tvm_ext.speech.g2p.words import Word, concat_paragraphs, join_words
+from kokoro_tvm_ext.speech.text_checks import clean_text
 
 __all__ = [
     "LANGUAGES",
@@ -57,11 +59,11 @@ class LanguageMismatchWarning(UserWarning):
     """The text has no characters the chosen language's G2P reads as that language."""
 
 
-def _check_text(text: str) -> None:
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
+def _check_text(text: str) -> str:
+    text = clean_text(text)  # idempotent: Speaker.plan has done it, direct callers of phonemize have not
     if not text.strip():
         raise InvalidInputError("text is empty")
+    return text
 
 
 def _paragraphs(text: str) -> list[str]:
@@ -97,14 +99,75 @@ def _paragraph_words(paragraph: str, lang: Language, cancel: threading.Event | N
     return chinese.paragraph_words(paragraph)
 
 
+def _read(paragraph: str, number: int, lang: Language, cancel: threading.Event | None) -> list[Word]:
+    """``_paragraph_words``, with a G2P library's failure on this text turned into one line naming the
+    language and the sentence (our own bugs and missing packages keep their traceback)."""
+    try:
+        return _paragraph_words(paragraph, lang, cancel)
+    except Exception as err:  # noqa: BLE001 - sorted by where it was raised
+        if not _raised_in_library(err):
+            raise
+        where = f"paragraph {number}"
+        for sentence in _SENTENCE.findall(paragraph):
+            try:
+                _paragraph_words(sentence, lang, cancel)
+            except Exception as again:  # noqa: BLE001
+                if _raised_in_library(again):
+                    where += f", the sentence {_shorten(sentence)!r}"
+                    break
+                raise
+        else:
+            where += f" ({_shorten(paragraph)!r})"
+        raise InvalidInputError(
+            f"the {lang.name} G2P could not read {where}: {type(err).__name__} in {_library(err)}; "
+            "rephrase or remove that part"
+        ) from err
+
+
+_SENTENCE = re.compile(r".+?(?:[.!?…。！？]+|$)\s*", re.S)
+
+
+def _shorten(text: str, limit: int = 60) -> str:
+    return text.strip() if len(text.strip()) <= limit else text.strip()[: limit - 1] + "…"
+
+
+def _frames(err: BaseException) -> list[str]:
+    """The module names of the traceback's frames, outermost first."""
+    tb, out = err.__traceback__, []
+    while tb is not None:
+        out.append(tb.tb_frame.f_globals.get("__name__", ""))
+        tb = tb.tb_next
+    return out
+
+
+def _raised_in_library(err: BaseException) -> bool:
+    """Raised by a G2P library (misaki, spaCy, phonemizer, fugashi, jieba, cn2an, ...) on the text: an
+    exception from a module outside this package, past our last frame, other than a missing package or
+    memory; the standard library counts as ours (our code calls it directly)."""
+    if isinstance(err, (KokoroError, ImportError, MemoryError)):
+        return False
+    return _library(err) != ""
+
+
+def _library(err: BaseException) -> str:
+    frames = _frames(err)
+    ours = max((i for i, name in enumerate(frames) if name.startswith("kokoro_tvm_ext")), default=-1)
+    stdlib = sys.stdlib_module_names
+    for name in frames[ours + 1 :]:
+        top = name.split(".")[0]
+        if top and top not in stdlib and top != "kokoro_tvm_ext":
+            return top
+    return ""
+
+
 def _words_by_paragraph(text: str, lang: str, cancel: threading.Event | None = None) -> list[list[Word]]:
-    _check_text(text)
+    text = _check_text(text)
     info = language(lang)
     _warn_if_foreign(text, info)
     out = []
-    for p in _paragraphs(text):
+    for number, p in enumerate(_paragraphs(text), 1):
         check_cancelled(cancel)
-        out.append(_paragraph_words(p, info, cancel))
+        out.append(_read(p, number, info, cancel))
     return out
 
 

@@ -18,6 +18,9 @@ from functools import lru_cache
 from kokoro_tvm_ext.speech.g2p.words import Word, words_from_pieces
 
 _HAN = re.compile(r"[\u4E00-\u9FFF]+|[^\u4E00-\u9FFF]+")
+# cn2an writes numbers up to 16 digits in Chinese numerals and leaves longer ones as digits, which no
+# phoneme reads: those are read digit by digit (一二三), as Chinese reads long codes.
+_LONG_NUMBER = re.compile(r"(?<![.\d])\d{17,}")
 _lock = threading.Lock()
 
 
@@ -38,6 +41,7 @@ def paragraph_words(paragraph: str) -> list[Word]:
 
     zh = type(_g2p())
     with _lock:  # jieba builds its dictionary lazily, once
+        paragraph = _LONG_NUMBER.sub(lambda m: cn2an.an2cn(m.group(), "direct"), paragraph)
         text = zh.map_punctuation(cn2an.transform(paragraph, "an2cn"))
         pieces: list[tuple[str, str, bool]] = []
         for segment in _HAN.findall(text):

@@ -232,9 +232,16 @@ def english_g2p(british: bool = False):
     return OfflineG2P()
 
 
+# spaCy's tokenizer peels suffixes (punctuation, emoji) off a whitespace-free run one at a time, each a
+# search over the rest: quadratic (4,000 emoji took 3 s). Longer runs than this (no English word is) are cut.
+MAX_RUN = 100
+_LONG_RUN = re.compile(rf"\S{{{MAX_RUN}}}(?=\S)")
+
+
 def paragraph_words(paragraph: str, lang: str = "a") -> list[Word]:
     """One paragraph -> Words from misaki's tokens (``lang`` is ``a`` or ``b``)."""
     g2p = english_g2p(british=lang == "b")
+    paragraph = _LONG_RUN.sub(lambda run: run.group() + " ", paragraph)
     with _lock:  # misaki keeps per-call state on its tokens; spaCy's vocab is shared
         _, tokens = g2p(paragraph)
         pieces = [(tk.text, tk.phonemes or "", bool(tk.whitespace)) for tk in tokens]

@@ -66,35 +66,92 @@ def _written_words(text: str) -> list[str]:
     return words
 
 
+# The alignment's bounds, which keep it linear in the paragraph: a written word takes at most SPAN pieces, and
+# the alignment strays at most BAND pieces (more when the counts differ, up to MAX_BAND) from the path that
+# the words' own readings predict.
+SPAN, BAND, MAX_BAND = 6, 4, 8
+LONG = 48  # readings longer than this (hostile text) are compared by length alone: difflib is quadratic
+
+
+@lru_cache(maxsize=4096)
+def _own_reading(voice: str, word: str) -> str:
+    return _phonemize(voice, word)
+
+
+@lru_cache(maxsize=65536)
 def _distance(a: str, b: str) -> int:
     """Characters not in common (difflib's matching blocks): 0 for equal strings."""
+    if a == b:
+        return 0
+    if len(a) > LONG or len(b) > LONG:
+        return abs(len(a) - len(b))
     matched = sum(block.size for block in difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks())
     return len(a) + len(b) - 2 * matched
+
+
+def _band(own: list[str], m: int) -> list[tuple[int, int]]:
+    """For each count of words i (0..n), the range of piece counts the alignment may have used by then:
+    the words' own piece counts summed, their total's difference from ``m`` spread evenly, plus or minus
+    a band that grows with that difference (the pieces the own readings did not predict may sit anywhere)."""
+    n = len(own)
+    predicted = [0]
+    for reading in own:
+        predicted.append(predicted[-1] + min(SPAN, len(reading.split())))
+    gap = m - predicted[-1]
+    band = min(BAND + abs(gap), MAX_BAND)
+    out = []
+    for i in range(n + 1):
+        centre = predicted[i] + round(gap * i / n)
+        # also within what SPAN allows: at most SPAN pieces per word before i, and after it
+        lo = max(0, centre - band, m - SPAN * (n - i))
+        hi = min(m, centre + band, SPAN * i)
+        out.append((lo, hi))
+    return out
 
 
 def _align(voice: str, written: list[str], spoken: list[str], cancel: threading.Event | None = None) -> list[list[int]]:
     """For each written word, the indices of the spoken pieces it gets (contiguous, in order,
     every piece assigned once): the alignment with the fewest unmatched characters between each
-    word's own reading and its pieces joined."""
+    word's own reading and its pieces joined, among those near the path the own readings predict
+    (so the work is linear in the words: a full table was quadratic, minutes for a long paragraph)."""
     if len(written) == len(spoken):
         return [[i] for i in range(len(spoken))]
-    own = [_phonemize(voice, w) for w in written]
-    n, m, span = len(written), len(spoken), 6
+    n, m = len(written), len(spoken)
+    if m > SPAN * n:  # more pieces than words can take: give the rest to the last word
+        return [[] for _ in written[:-1]] + [list(range(m))]
+    own = [_own_reading(voice, w) for w in written]
+    band = _band(own, m)
     inf = float("inf")
-    cost = [[inf] * (m + 1) for _ in range(n + 1)]
-    back = [[0] * (m + 1) for _ in range(n + 1)]
-    cost[0][0] = 0
+    cost: list[dict[int, float]] = [{0: 0}]  # cost[i][j]: the best alignment of i words to j pieces
+    back: list[dict[int, int]] = [{0: 0}]
     for i in range(1, n + 1):
         check_cancelled(cancel)
-        for j in range(0, m + 1):
-            for k in range(0, min(span, j) + 1):  # word i takes pieces j-k .. j-1
-                if cost[i - 1][j - k] == inf:
+        lo, hi = band[i]
+        previous, reading = cost[i - 1], own[i - 1]
+        expected = min(SPAN, len(reading.split()))
+        # the likeliest piece counts first, so the length bound below skips most of the others
+        counts = sorted(range(SPAN + 1), key=lambda k: (abs(k - expected), k))
+        row: dict[int, float] = {}
+        steps: dict[int, int] = {}
+        for j in range(lo, hi + 1):
+            best, step = inf, 0
+            for k in counts:  # word i takes pieces j-k .. j-1; ties go to the fewest pieces
+                before = previous.get(j - k, inf) if k <= j else inf
+                if before == inf:
                     continue
-                c = cost[i - 1][j - k] + _distance(own[i - 1], " ".join(spoken[j - k : j]))
-                if c < cost[i][j]:
-                    cost[i][j], back[i][j] = c, k
-    if cost[n][m] == inf:  # more pieces than words can take: give the rest to the last word
-        return [[] for _ in written[:-1]] + [list(range(m))]
+                joined = " ".join(spoken[j - k : j])
+                bound = before + abs(len(reading) - len(joined))  # the distance is at least the length difference
+                if bound > best or (bound == best and k > step):
+                    continue
+                c = before + _distance(reading, joined)
+                if c < best or (c == best and k < step):
+                    best, step = c, k
+            if best < inf:
+                row[j], steps[j] = best, step
+        cost.append(row)
+        back.append(steps)
+    if m not in cost[n]:  # the band holds no alignment (hostile text only): pieces shared out evenly
+        return [list(range(i * m // n, (i + 1) * m // n)) for i in range(n)]
     out, j = [], m
     for i in range(n, 0, -1):
         k = back[i][j]

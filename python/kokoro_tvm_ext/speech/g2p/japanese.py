@@ -16,12 +16,19 @@ from __future__ import annotations
 
 import re
 import threading
+import unicodedata
 from functools import lru_cache
 
 from kokoro_tvm_ext.speech.cancel import check_cancelled
 from kokoro_tvm_ext.speech.g2p.words import Word, concat_paragraphs, join_words, words_from_pieces
 
 _lock = threading.Lock()
+# Cutlet's grouping is cubic in a run of same-type characters, so a sentence longer than this is read in
+# pieces: at its commas (the same words and spacing as one call, since no group spans a comma), then, for
+# a comma-less stretch this long (hostile text), every MAX_PIECE characters.
+MAX_PIECE = 100
+_CLAUSE_END = re.compile(r"(?<=[、，,])")
+_LONG_NUMBER = re.compile(r"\d{10,}")  # misaki's kana numbers stop at 9 digits (and then break Cutlet)
 _SENTENCE_END = re.compile(r"(?<=[。！？!?])(?![。！？!?」』）)»”\]])")  # not before closers or more marks
 _NO_SPACE_BEFORE_GLOTTAL = re.compile(r'(?<![!",.:;?»—…”]) (?=ʔ)|(?<=ʔ) (?!["«“])')
 
@@ -39,7 +46,35 @@ def cutlet():
             self.table = dict(misaki_cutlet.HEPBURN)
             self.exceptions = {}
 
+        def _normalize_text(self, text: str) -> str:
+            """misaki's, with a number of more than 9 digits read digit by digit (as Japanese reads phone
+            numbers) instead of breaking misaki's kana converter. Cutlet applies NFKC, so ① ② count as digits."""
+            if _LONG_NUMBER.search(unicodedata.normalize("NFKC", text)):
+                text = _LONG_NUMBER.sub(_spaced, text)
+                if _LONG_NUMBER.search(unicodedata.normalize("NFKC", text)):
+                    text = _LONG_NUMBER.sub(_spaced, unicodedata.normalize("NFKC", text))
+            return super()._normalize_text(text)
+
     return UnidicLiteCutlet()
+
+
+def _spaced(digits: re.Match) -> str:
+    return " ".join(digits.group())
+
+
+def _pieces(sentence: str) -> list[str]:
+    """A sentence in pieces of at most MAX_PIECE characters, cut after commas where it can."""
+    if len(sentence) <= MAX_PIECE:
+        return [sentence]
+    out: list[str] = []
+    for clause in _CLAUSE_END.split(sentence):
+        for start in range(0, len(clause), MAX_PIECE):
+            piece = clause[start : start + MAX_PIECE]
+            if out and len(out[-1]) + len(piece) <= MAX_PIECE:
+                out[-1] += piece
+            else:
+                out.append(piece)
+    return [p for p in out if p]
 
 
 def _groups(words) -> list[list]:
@@ -62,9 +97,10 @@ def paragraph_words(paragraph: str, cancel: threading.Event | None = None) -> li
     phonemes are always followed by a space; so the result is the same as one call."""
     sentences = [s for s in _SENTENCE_END.split(paragraph) if s.strip()]
     out = []
-    for s in sentences:
-        check_cancelled(cancel)
-        out.append(_sentence_words(s))
+    for sentence in sentences:
+        for piece in _pieces(sentence):
+            check_cancelled(cancel)
+            out.append(_sentence_words(piece))
     return concat_paragraphs(out)
 
 
