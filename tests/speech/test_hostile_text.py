@@ -85,17 +85,19 @@ _SETTINGS = {
 @pytest.mark.parametrize("lang", [lang.code for lang in LANGUAGES])
 def test_random_unicode_gets_a_plan_or_our_error_in_linear_time(speaker, lang):
     """Random pieces of any Unicode (every plane, control and combining characters, digit runs, emoji)
-    mixed with a sentence of the language: a plan or a KokoroError, within a per-character bound."""
+    mixed with a sentence of the language, planned as ``say`` or as a stream: a plan or a KokoroError
+    (not a G2P library's failure caught at the last line), within a per-character bound."""
 
     @hypothesis.settings(max_examples=25, **_SETTINGS)
-    @hypothesis.given(st.lists(st.one_of(_PIECE, st.just(SAMPLES[lang])), max_size=12))
-    def check(pieces):
+    @hypothesis.given(st.lists(st.one_of(_PIECE, st.just(SAMPLES[lang])), max_size=12), st.booleans())
+    def check(pieces, streaming):
         text = "".join(pieces)
+        options = {"pack_sentences": False, "first_chunk_tokens": 40} if streaming else {}  # as the server streams
         start = time.process_time()
         try:
-            result = plan(speaker, text, lang)
-        except KokoroError:
-            pass
+            result = plan(speaker, text, lang, **options)
+        except KokoroError as err:
+            assert err.__cause__ is None, err  # not the last line of defence: the checks should have caught it
         else:
             assert result.chunks
         assert time.process_time() - start < 1.0 + 2.0 * len(text) / 1000
@@ -265,7 +267,7 @@ def test_doubling_the_text_doubles_the_alignment_work(monkeypatch):
     work(1)  # own readings cached
     (single, single_time), (double, double_time) = work(20), work(40)
     assert 1.5 < double / single < 2.5
-    assert double_time < 3 * single_time + 0.05
+    assert double_time < 4 * single_time + 0.1  # loosely: CPU time is noisy, the count above is exact
 
 
 # -- cancellation ---------------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ Words: espeak separates the words of its output by spaces and keeps punctuation 
 own Word; the pieces are then matched to the written words. Usually it is one piece per
 written word. When espeak merges words (French ``l'homme``) or reads one written token as
 several (``1234``), pieces are assigned to written words by a monotone alignment that
-compares each written word's own espeak reading with runs of pieces. Either way the Words
+compares each written word's own espeak reading with runs of pieces, near the path those
+readings predict (so its work is linear in the paragraph). Either way the Words
 are cut from the paragraph's output, so their joined phonemes are that output exactly.
 """
 
@@ -70,7 +71,7 @@ def _written_words(text: str) -> list[str]:
 # the alignment strays at most BAND pieces (more when the counts differ, up to MAX_BAND) from the path that
 # the words' own readings predict.
 SPAN, BAND, MAX_BAND = 6, 4, 8
-LONG = 48  # readings longer than this (hostile text) are compared by length alone: difflib is quadratic
+LONG = 48  # longer readings (long numbers, hostile text) are compared by length alone: difflib's work is quadratic
 
 
 @lru_cache(maxsize=4096)
@@ -78,7 +79,7 @@ def _own_reading(voice: str, word: str) -> str:
     return _phonemize(voice, word)
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=8192)  # a few MB at most
 def _distance(a: str, b: str) -> int:
     """Characters not in common (difflib's matching blocks): 0 for equal strings."""
     if a == b:
