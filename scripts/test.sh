@@ -19,7 +19,7 @@ else
 fi
 step "pytest: every tier, one worker per core (a file's tests share a worker and its fixtures)"
 # A developer's fast tier alone: .venv/bin/python -m pytest -m unit
-python -m pytest -n auto --dist loadfile --no-loadscope-reorder --durations=30 "$@"
+python -m pytest -n auto --dist loadfile --no-loadscope-reorder --durations=60 "$@"
 step "pytest: the Ray cluster tests, in a network namespace with loopback alone"
 bash scripts/in-loopback-netns.sh python -m pytest tests/book/test_ray_cluster.py
 step "done"
