@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,40 +10,26 @@ import tvm  # noqa: F401  (the full TVM, compiler included: else the first test 
 
 import kokoro_tvm_ext  # noqa: F401  (registers the plugin before any VM is created)
 
-
-def _share_the_cores_between_workers() -> None:
-    """Under pytest-xdist, every worker computes on its share of the cores: with a pool of one
-    thread per core in each worker, every parallel loop waits on threads the other worker's pool
-    has descheduled (two processes synthesizing the same chunks: 184 s on two threads each, 141 s
-    on one). Subprocesses inherit it; tests that compare thread counts set their own."""
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    if workers > 1 and "TVM_NUM_THREADS" not in os.environ:
-        threads = max(1, (os.cpu_count() or 1) // workers)
-        os.environ["TVM_NUM_THREADS"] = str(threads)  # TVM's pool and the kernels' pool read it
-        if "torch" in sys.modules:  # tvm_ffi imports it when installed
-            sys.modules["torch"].set_num_threads(threads)
-
-
-_share_the_cores_between_workers()
-
 TIERS = ("unit", "model", "integration")
 # Front ends over real processes and sockets.
 INTEGRATION = ("serve", "book", "test_cli.py", "test_wheel.py")
 # Fixtures that mean a compiled Kokoro (or its PyTorch reference) is in the test.
 MODEL_FIXTURES = {"small_artifact", "kokoro_model", "real_artifact", "bf16_artifact"}
-# The files that take longest (measured with --durations on 2 cores), longest first. The
-# test command hands files to its two workers in this order, then the rest in collection
-# order (scripts/test.sh passes --no-loadscope-reorder): a long file started last would
-# leave one core idle while it runs.
+# The files that take longest, longest first (seconds in a fresh-clone CI run on 2 cores, 2026-11-26).
+# The test command hands files to its two workers in this order, then the rest in collection order
+# (scripts/test.sh passes --no-loadscope-reorder; xdist's default, most tests first, started the
+# longest file near the end, leaving one core idle while it ran).
 LONGEST_FIRST = (
-    "test_cli.py",
-    "test_wheel.py",
-    "kokoro/test_bf16_mode.py",
-    "kokoro/test_pipeline.py",
-    "kokoro/test_stage_decoder.py",
-    "runtime/test_soak.py",
-    "runtime/test_thread_safety.py",
-    "runtime/test_tokens.py",
+    "test_cli.py",  # 570: the real weights' compile, nine languages against PyTorch
+    "test_wheel.py",  # 520: zig wheel and sdist builds, pip installs
+    "kokoro/test_bf16_mode.py",  # 265: the bf16 artifact's compile
+    "kokoro/test_pipeline.py",  # 190: the small artifact's compile
+    "kokoro/test_stage_decoder.py",  # 135
+    "runtime/test_soak.py",  # 135
+    "runtime/test_thread_safety.py",  # 95
+    "book/test_book.py",  # 60
+    "runtime/test_tokens.py",  # 50
+    "serve/test_concurrency.py",  # 45
 )
 
 

@@ -131,7 +131,7 @@ def test_ctrl_c_is_exit_130(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setattr(say_cmd, "_check", interrupted)
     assert main(["say", "Hi.", "-o", str(tmp_path / "out.wav")]) == 130
-    assert "interrupted; nothing was written" in capsys.readouterr().err
+    assert "interrupted; no output was written" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("bug", [TypeError, ValueError, KeyError])

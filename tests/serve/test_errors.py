@@ -69,9 +69,15 @@ def test_a_missing_voice_asset_is_503_and_the_server_keeps_serving(artifact, tmp
     if sources.get("af_heart") != sdist_voices.SOURCE:
         pytest.skip(f"af_heart comes from {sources.get('af_heart')}, not the voice sdist")
     with running_server(artifact, tmp_path / "server.log", env) as (_, url):
-        err = error_of(speech(url, input="Hi.", voice="af_heart"), 503)
-        assert "no-such-sdist.tar.gz does not exist" in err["message"] and err["type"] == "server_error"
+        response = speech(url, input="Hi.", voice="af_heart")
+        err = error_of(response, 503)
+        assert err["type"] == "server_error" and "speech assets" in err["message"]
+        # The path is the operator's: in the log under the request id, not in the body.
+        request_id = response.headers["x-request-id"]
+        assert request_id in err["message"] and "no-such-sdist" not in err["message"]
         assert httpx.get(f"{url}/health").status_code == 200
+    log = (tmp_path / "server.log").read_text()
+    assert any(request_id in line and "no-such-sdist.tar.gz does not exist" in line for line in log.splitlines()), log
 
 
 def test_bodies_that_are_not_requests(server):

@@ -59,8 +59,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kokoro-tvm {args.command}: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        # Every output is written atomically at the end, so nothing partial is left.
-        print(f"kokoro-tvm {args.command}: interrupted; nothing was written", file=sys.stderr)
+        # Outputs are written all at once at the end, so none is left partly written (book, which
+        # keeps its finished chapters for a rerun, says so itself).
+        print(f"kokoro-tvm {args.command}: interrupted; no output was written", file=sys.stderr)
         return 130
 
 

@@ -2,7 +2,8 @@
 
 Bad input is a 4xx with a message naming the problem and the fix. The package's own
 errors (``kokoro_tvm_ext.errors``) answer with their class's ``http_status`` (a missing or
-damaged asset is a 503, a cancelled request 499); anything else is a bug, which the request
+damaged asset is a 503 whose body names what failed and the request id, the details being in the
+log, a cancelled request 499); anything else is a bug, which the request
 guard (``guard.py``) logs with its traceback and answers with a 500 that holds only the
 request id. No error stops the server.
 """
@@ -17,11 +18,14 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from kokoro_tvm_ext.errors import (
+    ArtifactError,
+    AssetError,
     InvalidInputError,
     InvalidVoiceError,
     KokoroError,
     RequestCancelled,
     UnknownVoiceError,
+    UnsupportedCPUError,
 )
 
 log = logging.getLogger("kokoro_tvm_ext.serve")
@@ -57,11 +61,24 @@ _CODES = {
 }
 
 
-def kokoro_error_response(exc: KokoroError) -> JSONResponse:
-    """The answer to one of our errors, by its class: its ``http_status``, and its request field if known."""
+# What a client is told of a server-side error (5xx), by class: the details (paths, hashes) are the
+# operator's, in the log under the request id.
+_SERVER_SIDE = {
+    AssetError: "the server's speech assets (weights, voices, G2P data) are missing or damaged",
+    ArtifactError: "the server's compiled model cannot be loaded",
+    UnsupportedCPUError: "the server's compiled model does not run on its CPU",
+}
+
+
+def kokoro_error_response(exc: KokoroError, request_id: str = "-") -> JSONResponse:
+    """The answer to one of our errors, by its class: its ``http_status``, and its request field if known.
+    A client's error (4xx) says what to fix; a server-side one says what failed and the request id only."""
     code = next((_CODES[cls] for cls in type(exc).__mro__ if cls in _CODES), None)
-    kind = "invalid_request_error" if exc.http_status < 500 else "server_error"
-    return error_response(exc.http_status, str(exc), type=kind, param=exc.param, code=code)
+    if exc.http_status < 500:
+        return error_response(exc.http_status, str(exc), param=exc.param, code=code)
+    what = next((_SERVER_SIDE[cls] for cls in type(exc).__mro__ if cls in _SERVER_SIDE), "the server failed")
+    message = f"{what}; request id {request_id} (the server's log has the details)"
+    return error_response(exc.http_status, message, type="server_error", code=code)
 
 
 def _validation_message(err: dict) -> tuple[str, str | None]:
@@ -82,11 +99,11 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(KokoroError)
     async def _ours(request: Request, exc: KokoroError):
+        context = request.scope.get("state", {}).get("request_context")
+        rid = context.id if context else "-"
         if exc.http_status >= 500:  # the install's or the server's problem, not the request's
-            context = request.scope.get("state", {}).get("request_context")
-            rid = context.id if context else "-"
             log.error("request %s: %s %s: %s: %s", rid, request.method, request.url.path, type(exc).__name__, exc)
-        return kokoro_error_response(exc)
+        return kokoro_error_response(exc, rid)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):

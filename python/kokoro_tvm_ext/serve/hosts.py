@@ -4,7 +4,9 @@ A web page can make a browser send requests to ``127.0.0.1`` under the page's ow
 domain's DNS answer switches to a loopback or private address) and read the responses; the only trace
 is that name in the ``Host`` header. A server that answers only the names it is reached by (loopback
 names by default) refuses those requests. Patterns follow Starlette's ``TrustedHostMiddleware``: an
-exact name or address, ``*.example.com`` for its subdomains, ``*`` for any host.
+exact name or address, ``*.example.com`` for its subdomains, ``*`` for any host. Not that middleware
+itself: it answers in plain text, not OpenAI's error shape, and cuts the port at the first colon, which
+breaks IPv6 hosts such as ``[::1]:8880``.
 """
 
 from __future__ import annotations
