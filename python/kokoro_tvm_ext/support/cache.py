@@ -40,22 +40,12 @@ def cache_dir(create: bool = True) -> Path:
 
 @contextlib.contextmanager
 def atomic_write(path: Path | str, mode: str = "wb") -> Iterator[IO]:
-    """Write ``path`` all-or-nothing: into a temp file in the same directory, then
-    ``os.replace``. On any error the temp file is removed and ``path`` is untouched."""
+    """Write ``path`` all-or-nothing (``AtomicFiles`` with one file), creating its directory: into a temp
+    file in the same directory, then renamed. On any error the temp file is removed and ``path`` is untouched."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, mode) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file normal permissions
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with AtomicFiles() as files, files.open(path, mode) as f:
+        yield f
 
 
 def _umask() -> int:
