@@ -70,13 +70,18 @@ _SERVER_SIDE = {
 }
 
 
+def _by_nearest_class(table: dict, exc: Exception, default):
+    """``table``'s entry for the nearest class of ``exc`` in its MRO, else ``default``."""
+    return next((table[cls] for cls in type(exc).__mro__ if cls in table), default)
+
+
 def kokoro_error_response(exc: KokoroError, request_id: str = "-") -> JSONResponse:
     """The answer to one of our errors, by its class: its ``http_status``, and its request field if known.
     A client's error (4xx) says what to fix; a server-side one says what failed and the request id only."""
-    code = next((_CODES[cls] for cls in type(exc).__mro__ if cls in _CODES), None)
+    code = _by_nearest_class(_CODES, exc, None)
     if exc.http_status < 500:
         return error_response(exc.http_status, str(exc), param=exc.param, code=code)
-    what = next((_SERVER_SIDE[cls] for cls in type(exc).__mro__ if cls in _SERVER_SIDE), "the server failed")
+    what = _by_nearest_class(_SERVER_SIDE, exc, "the server failed")
     message = f"{what}; request id {request_id} (the server's log has the details)"
     return error_response(exc.http_status, message, type="server_error", code=code)
 
