@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { echo "==> [$((SECONDS / 60))m$((SECONDS % 60))s] $*"; }  # where CI's time goes
-bash scripts/setup.sh
+bash scripts/setup.sh --dev  # every extra: the tests need serve, book, ray, bench, recognizer, pytest, ruff
 export PATH="$PWD/.venv/bin:$PATH"
 step "lint"
 bash scripts/lint.sh
