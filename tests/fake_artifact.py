@@ -22,6 +22,8 @@ def fake_meta_fields(**changes) -> dict:
         "weights_fingerprint": None,
         "weights_index": {"text_stage": [[0, [2, 2], "float32"]]},
         "token_embeddings": [["text_stage", 0]],
+        "checkpoint_inputs": {"text_stage": [[["embedding.weight"], [2, 2], "float32"]]},
+        "checkpoint_weights": {"text_stage": 1},
         "compile_seconds": 1.5,
         **changes,
     }

@@ -28,6 +28,7 @@ TABLE = {
     errors.AssetError: (3, 503, RuntimeError),
     errors.MissingAssetError: (3, 503, RuntimeError),
     errors.CorruptAssetError: (3, 503, RuntimeError),
+    errors.CheckpointMismatchError: (3, 503, RuntimeError),
     errors.ArtifactError: (3, 503, Exception),
     errors.ArtifactMissingError: (3, 503, FileNotFoundError),
     errors.ArtifactCorruptError: (3, 503, ValueError),

@@ -53,6 +53,10 @@ class CorruptAssetError(AssetError):
     """A file exists but its content is wrong (checksum mismatch, unloadable, wrong keys)."""
 
 
+class CheckpointMismatchError(CorruptAssetError):
+    """A checkpoint that does not fit the compiled model: a tensor missing, extra, or of another shape."""
+
+
 class ArtifactError(KokoroError):
     """A compiled artifact cannot be used: missing, damaged, or built for another TVM."""
 

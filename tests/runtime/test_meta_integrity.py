@@ -141,7 +141,7 @@ def test_a_field_added_by_hand_is_named(edit):
             lambda meta: meta["weights_index"]["text_stage"][0].__setitem__(0, 3),
             "weights_index['text_stage'][0]: the offset must be a multiple of 64",
         ),
-        (lambda meta: meta.update(format_version=4), "artifact format 4, this kokoro-tvm-ext reads 5"),
+        (lambda meta: meta.update(format_version=5), "artifact format 5, this kokoro-tvm-ext reads 6"),
     ],
 )
 def test_a_forged_meta_is_still_checked_for_consistency(edit, change, message):
@@ -153,12 +153,12 @@ def test_an_artifact_of_the_previous_format_says_to_compile_again(edit):
     def format_4(meta):
         return {k: v for k, v in meta.items() if k not in (DIGESTS, "token_embeddings")} | {"format_version": 4}
 
-    refused(edit(format_4), "has artifact format 4, this kokoro-tvm-ext reads 5 (it was compiled by an older version)")
+    refused(edit(format_4), "has artifact format 4, this kokoro-tvm-ext reads 6 (it was compiled by an older version)")
 
 
 def test_a_meta_without_a_format_is_refused(edit):
     out = edit(lambda meta: {k: v for k, v in meta.items() if k != "format_version"})
-    refused(out, "has artifact format null, this kokoro-tvm-ext reads 5 (it was compiled by another version)")
+    refused(out, "has artifact format null, this kokoro-tvm-ext reads 6 (it was compiled by another version)")
 
 
 def test_the_token_embeddings_are_the_models_tables(small_artifact, compiled_meta, kokoro_model):

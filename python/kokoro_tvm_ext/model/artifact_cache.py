@@ -1,4 +1,9 @@
-"""Compiled artifacts cached per (weights, TVM, plugin, CPU), so `say` compiles once."""
+"""Compiled artifacts cached per (weights, TVM, plugin, CPU), so `say` compiles once.
+
+One compiled library serves every checkpoint of Kokoro's shapes (model/checkpoint.py): an entry
+for new weights is made from any entry of the same library (same TVM, plugin, CPU, options) by
+binding the weights to it, in seconds; only when no such entry exists is the model compiled.
+"""
 
 from __future__ import annotations
 
@@ -38,19 +43,33 @@ def compiler_fingerprint(package: Path | None = None) -> str:
     return digest.hexdigest()[:12]
 
 
-def artifact_key(weights_fingerprint: str, lstm_impl: str = "plugin", precision: str = "fp32") -> str:
-    """The cache entry's name. Computed without TVM's compiler (a cached artifact is found in
-    milliseconds): TVM's version from the package metadata, the CPU from /proc/cpuinfo."""
+def library_key(lstm_impl: str = "plugin", precision: str = "fp32") -> str:
+    """What decides the compiled library, weights aside. Computed without TVM's compiler (a cached
+    artifact is found in milliseconds): TVM's version from the package metadata, the CPU from /proc/cpuinfo."""
     from kokoro_tvm_ext._native import __version__
     from kokoro_tvm_ext._versions import installed_versions
     from kokoro_tvm_ext.model.runtime.cpu_features import host_cpu_id
 
     tvm_version = installed_versions()["apache-tvm"]
-    key = (
-        f"{weights_fingerprint[:24]}-tvm{tvm_version}-ext{__version__}-{compiler_fingerprint()}"
-        f"-{host_cpu_id()}-{lstm_impl}"
-    )
+    key = f"tvm{tvm_version}-ext{__version__}-{compiler_fingerprint()}-{host_cpu_id()}-{lstm_impl}"
     return key if precision == "fp32" else f"{key}-{precision}"
+
+
+def artifact_key(weights_fingerprint: str, lstm_impl: str = "plugin", precision: str = "fp32") -> str:
+    """The cache entry's name: the weights' fingerprint, then :func:`library_key`."""
+    return f"{weights_fingerprint[:24]}-{library_key(lstm_impl, precision)}"
+
+
+def same_library(out: Path, lstm_impl: str, precision: str) -> Path | None:
+    """A sound entry beside ``out`` compiled the same way (for other weights), else None."""
+    suffix = "-" + library_key(lstm_impl, precision)
+    if not out.parent.is_dir():
+        return None
+    for entry in sorted(out.parent.iterdir()):
+        if entry != out and entry.name.endswith(suffix) and not entry.name.startswith("."):
+            if cached_problem(entry) is None:
+                return entry
+    return None
 
 
 def cached_artifact_dir(key: str) -> Path:
@@ -95,21 +114,41 @@ def ensure_compiled(
     out: Path,
     make_model,
     *,
+    checkpoint=None,
     lstm_impl: str = "plugin",
     precision: str = "fp32",
     weights_fingerprint: str | None = None,
     quiet: bool = False,
 ) -> Path:
-    """``out`` if it holds a sound artifact, else ``make_model()`` compiled into it (atomically)."""
+    """``out`` if it holds a sound artifact; else, given ``checkpoint`` (a callable returning the weights
+    as KModel's flat state-dict names -> arrays) and an entry of the same library beside ``out``, the
+    weights bound to that library; else ``make_model()`` compiled into it. Atomic either way."""
     if out.exists() and cached_problem(out) is None:
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     with _one_compile_at_a_time(out.parent, quiet):
         problem = cached_problem(out) if out.exists() else "missing"
-        if problem is None:  # another process compiled it while this one waited
+        if problem is None:  # another process made it while this one waited
             return out
-        _compile_into(out, problem, make_model, lstm_impl, precision, weights_fingerprint, quiet)
+        base = same_library(out, lstm_impl, precision) if checkpoint is not None else None
+        if base is not None:
+            _bind_into(out, base, checkpoint, weights_fingerprint, quiet)
+        else:
+            _compile_into(out, problem, make_model, lstm_impl, precision, weights_fingerprint, quiet)
     return out
+
+
+def _bind_into(out: Path, base: Path, checkpoint, weights_fingerprint, quiet) -> None:
+    import time
+
+    from kokoro_tvm_ext.model.checkpoint import bind_checkpoint
+
+    started = time.perf_counter()
+    if not quiet:
+        print(f"kokoro-tvm: binding these weights to the compiled Kokoro in {base.name} (no compile)", file=sys.stderr)
+    bind_checkpoint(base, checkpoint(), out, weights_fingerprint)
+    if not quiet:
+        print(f"kokoro-tvm: weights bound in {time.perf_counter() - started:.1f}s", file=sys.stderr)
 
 
 def _compile_into(out: Path, problem: str, make_model, lstm_impl, precision, weights_fingerprint, quiet) -> None:

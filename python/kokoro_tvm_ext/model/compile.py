@@ -55,6 +55,66 @@ def _token_embeddings(model, lifted: dict) -> list:
     return found
 
 
+def _checkpoint_inputs(stages: dict, state: dict) -> dict:
+    """For each function, the checkpoint tensors its weight parameters are made of (model/checkpoint.py):
+    each exported parameter by its name in the adapter, renamed to KModel's (``CHECKPOINT_NAMES``), or
+    the ``weight_g``/``weight_v`` pair an adapter folded into it. Checked against the exported values."""
+    import numpy as np
+    from torch.export.graph_signature import InputKind
+
+    from kokoro_tvm_ext.model.checkpoint import function_inputs
+
+    inputs = {}
+    for function, (ep, renames) in stages.items():
+        entries = []
+        values = ep.state_dict
+        for spec in ep.graph_signature.input_specs:
+            if spec.kind != InputKind.PARAMETER:
+                continue
+            name = next((new + spec.target[len(old) :] for old, new in renames if spec.target.startswith(old)), None)
+            if name is None:
+                raise RuntimeError(f"{function}: the parameter {spec.target} has no name in KModel's state_dict")
+            norm = [name[: -len("weight")] + "weight_g", name[: -len("weight")] + "weight_v"]
+            sources = [name] if name in state else norm if all(k in state for k in norm) else None
+            if sources is None:
+                raise RuntimeError(f"{function}: {spec.target} ({name}) is not in KModel's state_dict")
+            value = values[spec.target].detach().cpu().numpy()
+            entry = [sources, list(value.shape), str(value.dtype)]
+            rebuilt = function_inputs([entry], state)[0]
+            if not np.allclose(rebuilt, value, rtol=1e-5, atol=1e-7):
+                raise RuntimeError(f"{function}: {spec.target} is not {' from '.join(sources)} as recorded")
+            entries.append(entry)
+        inputs[function] = entries
+    return inputs
+
+
+def _check_no_weight_is_baked_in(constants: dict, state: dict) -> None:
+    """Refuse a library that carries a checkpoint tensor as a constant (an adapter that reads a weight
+    around the module's attributes, where torch.export captures it as a constant): it would keep these
+    weights whatever checkpoint is bound to it."""
+    import numpy as np
+
+    by_shape: dict = {}
+    for key, value in state.items():
+        if value.dtype.kind == "f" and value.size > 1:
+            by_shape.setdefault(value.shape, []).append((key, value))
+    for function, tensors in constants.items():
+        for tensor in tensors:
+            for key, value in by_shape.get(tuple(int(d) for d in tensor.shape), []):
+                if str(tensor.dtype) == str(value.dtype) and np.array_equal(tensor.numpy(), value):
+                    raise RuntimeError(f"{function} carries the checkpoint tensor {key} as a constant")
+
+
+def _import_with_weights_as_parameters(ep, lstm_impl: str):
+    """The stage's Relax module, its parameters the function's trailing inputs (``num_input`` set) and
+    their values dropped (they come from the checkpoint when the artifact is bound)."""
+    from kokoro_tvm_ext.plugin.frontend import from_exported_program
+
+    mod = from_exported_program(ep, lstm_impl=lstm_impl, keep_params_as_input=True)
+    mod["main"] = mod["main"].without_attr("params")
+    return mod
+
+
 def default_target() -> dict:
     """LLVM for this machine's CPU, named explicitly.
 
@@ -99,10 +159,12 @@ def compile_kokoro(
     from kokoro import KModel
 
     from kokoro_tvm_ext._native import __version__
+    from kokoro_tvm_ext.model.adapters.stage1 import CHECKPOINT_NAMES as TEXT_NAMES
     from kokoro_tvm_ext.model.adapters.stage1 import MAX_BATCH, TextStage, export_text_stage
+    from kokoro_tvm_ext.model.adapters.stage2 import CHECKPOINT_NAMES as AUDIO_NAMES
     from kokoro_tvm_ext.model.adapters.stage2 import AudioStage, export_audio_stage
+    from kokoro_tvm_ext.model.checkpoint import transformed_weights
     from kokoro_tvm_ext.model.runtime.cpu_features import target_features
-    from kokoro_tvm_ext.plugin.frontend import from_exported_program
     from kokoro_tvm_ext.plugin.passes.merge_modules import merge_modules
     from kokoro_tvm_ext.plugin.passes.pack_bf16 import PRECISION_ATTR, check_precision
     from kokoro_tvm_ext.plugin.passes.pipeline import cpu_pipeline
@@ -121,24 +183,33 @@ def compile_kokoro(
         text_ep = export_text_stage(TextStage(model).eval(), MAX_TOKENS)
         step("exporting the audio stage (frames -> waveform), symbolic frame count")
         audio_ep = export_audio_stage(audio_stage, max_frames=None)
-    step("importing both stages into Relax")
+    step("importing both stages into Relax, their weights as parameters")
     mod = merge_modules(
         {
-            "text_stage": from_exported_program(text_ep, lstm_impl=lstm_impl),
-            "audio_stage": from_exported_program(audio_ep, lstm_impl=lstm_impl),
+            "text_stage": _import_with_weights_as_parameters(text_ep, lstm_impl),
+            "audio_stage": _import_with_weights_as_parameters(audio_ep, lstm_impl),
         }
+    )
+    state = {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()}
+    checkpoint_inputs = _checkpoint_inputs(
+        {"text_stage": (text_ep, TEXT_NAMES), "audio_stage": (audio_ep, AUDIO_NAMES)}, state
     )
     if precision != "fp32":
         # The durations are rounded to whole frames from the text stage: keep it f32.
         mod["text_stage"] = mod["text_stage"].with_attr(PRECISION_ATTR, "fp32")
     step(f"compiling for {target} (the longest step)")
     tvm_target = tvm.target.Target(target)
-    weights: dict = {}  # the lifted weights of each function, stored beside the library
+    constants: dict = {}  # the constants each function takes last, lifted out of the library
     with quiet_harmless_warnings(step.stream):
         exe = tvm.compile(
-            mod, target=tvm_target, relax_pipeline=cpu_pipeline(tvm_target, precision=precision, weights=weights)
+            mod, target=tvm_target, relax_pipeline=cpu_pipeline(tvm_target, precision=precision, weights=constants)
         )
-    step(f"writing {out_dir / LIBRARY} and {WEIGHTS}")
+    step(f"writing {out_dir / LIBRARY} and {WEIGHTS} (this model's weights, transformed by the library)")
+    if lstm_impl == "tir":
+        import kokoro_tvm_ext._native  # noqa: F401  (the packing functions the transforms call)
+    _check_no_weight_is_baked_in(constants, state)
+    vm = tvm.runtime.vm.VirtualMachine(exe, tvm.cpu())
+    weights = transformed_weights(vm, tvm, checkpoint_inputs, constants, state)
     out_dir.mkdir(parents=True, exist_ok=True)
     # meta.json goes first and comes back last, so an interrupted write leaves an
     # artifact that reads as missing, never an old meta.json beside a new library.
@@ -166,6 +237,8 @@ def compile_kokoro(
             "harmonics": int(sine.dim),
             "weights_fingerprint": weights_fingerprint,
             "weights_index": weights_index,
+            "checkpoint_inputs": checkpoint_inputs,
+            "checkpoint_weights": {f: len(weights[f]) - len(constants.get(f, [])) for f in checkpoint_inputs},
             "token_embeddings": _token_embeddings(model, weights),
             "compile_seconds": round(time.perf_counter() - started, 1),
         },

@@ -91,7 +91,10 @@ class PluginLSTM(nn.LSTM):
             lengths,
             h0,
             c0,
-            list(self._flat_weights),
+            # By name, not ``self._flat_weights``: torch.export tracks parameters as module attributes, and
+            # tensors reached through that list would be captured as constants (a compiled library could
+            # then not take another checkpoint's LSTM weights).
+            [getattr(self, name) for name in self._flat_weights_names],
             self.num_layers,
             self.bidirectional,
             self.batch_first,

@@ -10,15 +10,17 @@ from kokoro_tvm_ext.model.artifact_cache import artifact_key, cached_artifact_di
 def ensure_artifact(
     resolved_weights, *, lstm_impl: str = "plugin", precision: str = "fp32", quiet: bool = False
 ) -> Path:
-    """The artifact for these weights, compiling (once, atomically) if it is missing or damaged.
-    ``resolved_weights`` come from ``weights.locate``: they are only built and loaded (with torch)
-    when there is something to compile."""
+    """The artifact for these weights: cached, else these weights bound to a cached artifact of the same
+    compiled library (seconds, no torch), else compiled (once, atomically). ``resolved_weights`` come from
+    ``weights.locate``: they are only built and read when the cache lacks them."""
+    from kokoro_tvm_ext.speech.assets.checkpoint import read_checkpoint
     from kokoro_tvm_ext.speech.assets.weights import load_model, materialize
 
     out = cached_artifact_dir(artifact_key(resolved_weights.fingerprint(), lstm_impl, precision))
     return ensure_compiled(
         out,
         lambda: load_model(materialize(resolved_weights)),
+        checkpoint=lambda: read_checkpoint(materialize(resolved_weights).path),
         lstm_impl=lstm_impl,
         precision=precision,
         weights_fingerprint=resolved_weights.fingerprint(),

@@ -85,6 +85,9 @@ class TextStage(nn.Module):
         return pred_dur, d, t_en
 
 
+# The adapter's parameter names -> KModel's state-dict names (the stage keeps KModel's submodules).
+CHECKPOINT_NAMES = (("", ""),)
+
 MAX_BATCH = 64  # items per text-stage call; KokoroTVM splits larger batches
 
 

@@ -61,6 +61,18 @@ class AudioStage(nn.Module):
         return audio.reshape(batch, -1)
 
 
+# The adapter's parameter names -> KModel's state-dict names (its copies of the predictor's parts and of
+# the decoder, with weight norm folded; model/checkpoint.py unfolds the pairs).
+CHECKPOINT_NAMES = (
+    ("shared.", "predictor.shared."),
+    ("F0_proj.", "predictor.F0_proj."),
+    ("N_proj.", "predictor.N_proj."),
+    ("F0.", "predictor.F0."),
+    ("N.", "predictor.N."),
+    ("decoder.decoder.", "decoder."),
+)
+
+
 def export_audio_stage(stage: AudioStage, max_frames: int = 4096):
     """torch.export with a symbolic frame count (2 ≤ F ≤ max_frames), batch 1."""
     frames = torch.export.Dim("F", min=2, max=max_frames)

@@ -40,8 +40,9 @@ FILES = {LIBRARY: "library", WEIGHTS: "weights"}
 # carries them as constants, or meta.json gains a field loading relies on:
 # 2 = Winograd F(4,7) (was F(2,7)), new interpolation points; 3 = library size and sha256;
 # 4 = weights lifted out of the library into weights.bin; 5 = every field checked and
-# its sha256 recorded (field_sha256), token_embeddings.
-FORMAT_VERSION = 5
+# its sha256 recorded (field_sha256), token_embeddings; 6 = the library takes the checkpoint's
+# tensors (checkpoint_inputs) and transforms them itself (model/checkpoint.py).
+FORMAT_VERSION = 6
 RECOMPILE_HINT = "compile again (`kokoro-tvm compile`, or delete it to let `kokoro-tvm say` rebuild it)"
 DIGESTS = "field_sha256"
 # The compiler's choices, repeated here because the runtime must not import the compiler
@@ -105,6 +106,24 @@ def _is_embedding_list(value) -> bool:
     )
 
 
+def _is_checkpoint_inputs(value) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(entries, list)
+        and all(
+            isinstance(e, list)
+            and len(e) == 3
+            and isinstance(e[0], list)
+            and len(e[0]) in (1, 2)
+            and all(isinstance(k, str) and k for k in e[0])
+            and isinstance(e[1], list)
+            and all(_is_int(d) and d >= 0 for d in e[1])
+            and e[2] in ("float32", "float64")
+            for e in entries
+        )
+        for entries in value.values()
+    )
+
+
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _TEXT = (lambda v: isinstance(v, str) and v != ""), "a non-empty string"
 _HEX = (lambda v: isinstance(v, str) and _SHA256.fullmatch(v) is not None), "a sha256 (64 hex digits)"
@@ -128,6 +147,11 @@ FIELDS = {
     "weights_fingerprint": ((lambda v: v is None or _TEXT[0](v)), "a non-empty string or null"),
     "weights_index": ((lambda v: isinstance(v, dict)), "an object: function name -> its weights"),
     "token_embeddings": (_is_embedding_list, "a non-empty list of [function, weight number]"),
+    "checkpoint_inputs": (_is_checkpoint_inputs, "an object: function -> [[state-dict names], shape, dtype] list"),
+    "checkpoint_weights": (
+        lambda v: isinstance(v, dict) and all(_is_int(n) and n >= 0 for n in v.values()),
+        "an object: function -> how many of its weights come from the checkpoint",
+    ),
     "compile_seconds": ((lambda v: (_is_int(v) or isinstance(v, float)) and v >= 0), "a number of seconds"),
     "library_bytes": _int(0),
     "library_sha256": _HEX,
@@ -166,6 +190,9 @@ def _check_fields(path: Path, meta: dict) -> None:
     problem = index_problem(meta["weights_index"], meta["weights_bytes"])
     if problem:
         refuse(f"weights_index{problem}")
+    for function, count in meta["checkpoint_weights"].items():
+        if count > len(meta["weights_index"].get(function, [])):
+            refuse(f"checkpoint_weights gives {function!r} {count} weights, weights_index fewer")
     for function, number in meta["token_embeddings"]:
         entries = meta["weights_index"].get(function, [])
         if not 0 <= number < len(entries):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
+import numpy as np
 import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, PyExprVisitor, visitor
@@ -140,3 +141,88 @@ def map_functions(mod: tvm.IRModule, rewrite: Callable) -> tvm.IRModule:
     for gvar, func in updates.items():
         mod[gvar] = func
     return mod
+
+
+# -- weights handed to a packing function -------------------------------------------
+# A weight handed to one of our packing functions (``kokoro_tvm_ext.pack_winograd``, ``pack_bf16``).
+#
+# Two kinds of weight reach a kernel call:
+#
+# - a constant (a model imported with its weights bound): packed now, the packed
+#   tensor becomes the new constant;
+# - a value computed from the function's weight parameters alone (imported with
+#   ``keep_params_as_input=True``, the parameters after ``num_input``): the packing
+#   becomes a pure call in the graph, which ``relax.transform.LiftTransformParams``
+#   moves into the function's ``transform_params``, so the compiled library packs
+#   any checkpoint of the same shapes when it is loaded.
+#
+# A weight that depends on a run-time input is neither, and stays unpacked.
+
+
+def weight_params(func: relax.Function) -> frozenset:
+    """The parameters of ``func`` that are weights: those after its ``num_input`` attribute, if set."""
+    count = func.attrs.get("num_input") if func.attrs is not None else None
+    return frozenset() if count is None else frozenset(func.params[int(count) :])
+
+
+class WeightPacker:
+    """Packs weights for one function's mutator (see module doc); ``pack(expr, function, *args)``."""
+
+    def __init__(self, mutator: PyExprMutator, func: relax.Function):
+        self.mutator = mutator
+        self.weights = weight_params(func)
+        self._only_weights: dict = {}
+        self._packed_types: dict = {}
+
+    def weight_type(self, expr) -> tuple[list[int], str] | None:
+        """(shape, dtype) of ``expr`` if it is a constant or computed from the weights alone, else None."""
+        const = bound_constant(self.mutator, expr)
+        if const is not None:
+            return [int(d) for d in const.value.shape], str(const.value.dtype)
+        dims = shape_of(expr)
+        if dims is None or not all(isinstance(d, tvm.tirx.IntImm) for d in dims) or not self._from_weights(expr):
+            return None
+        return [int(d) for d in dims], str(expr.ty.dtype)
+
+    def pack(self, expr, function: str, *args):
+        """``function(*args, weight)`` for the weight ``expr``: a constant now, or a pure call to lift."""
+        packer = tvm.get_global_func(function)
+        const = bound_constant(self.mutator, expr)
+        if const is not None:
+            return relax.const(packer(*args, const.value))
+        shape, dtype = self.weight_type(expr)
+        key = (function, args, tuple(shape), dtype)
+        if key not in self._packed_types:  # the packed layout's type, from packing zeros of this shape once
+            sample = packer(*args, tvm.runtime.tensor(np.zeros(shape, dtype=dtype)))
+            self._packed_types[key] = relax.TensorType([int(d) for d in sample.shape], str(sample.dtype))
+        fields = [relax.StringImm(a) if isinstance(a, str) else relax.PrimValue(a) for a in args]
+        call = relax.call_pure_packed(function, *fields, expr, ty_args=self._packed_types[key])
+        return self.mutator.builder_.emit(call, "packed_weight")
+
+    def _from_weights(self, expr) -> bool:
+        """Whether ``expr``'s value depends on the weight parameters and constants alone."""
+        todo, seen = [expr], []
+        while todo:
+            current = todo.pop()
+            if isinstance(current, relax.Var):
+                if current in self.weights:
+                    continue
+                cached = self._only_weights.get(current)
+                if cached is False:
+                    return False
+                if cached is True or any(current.same_as(s) for s in seen):
+                    continue
+                seen.append(current)
+                try:
+                    bound = self.mutator.lookup_binding(current)
+                except Exception:  # noqa: BLE001 - unbound: a run-time input
+                    bound = None
+                if bound is None:
+                    self._only_weights[current] = False
+                    return False
+                todo.extend(relax.analysis.free_vars(bound))
+            else:
+                todo.extend(relax.analysis.free_vars(current))
+        for var in seen:
+            self._only_weights[var] = True
+        return True

@@ -1,5 +1,6 @@
 """``precision="bf16"``: the plugin's conv1d / conv1d_transpose / matmul calls
-with constant weights become their bf16 variants, with the weights packed to
+with constant weights (or weights computed from the weight parameters alone,
+see _relax_utils.WeightPacker) become their bf16 variants, with the weights packed to
 bf16 once, here, at compile time (``kokoro_tvm_ext.pack_bf16``; the layout is
 the Rust side's business, see tvm-ext/src/gemm/bf16/weights.rs).
 
@@ -22,11 +23,10 @@ are constants by then, and after PackWeightsWinograd, whose calls stay f32
 from __future__ import annotations
 
 import tvm
-from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from kokoro_tvm_ext.plugin.kernels import KernelCall
-from kokoro_tvm_ext.plugin.passes._relax_utils import bound_constant, is_among, map_functions, upstream_of_cumsum
+from kokoro_tvm_ext.plugin.passes._relax_utils import WeightPacker, is_among, map_functions, upstream_of_cumsum
 
 PRECISION_ATTR = "kokoro_tvm_ext.precision"
 PRECISIONS = ("fp32", "bf16")
@@ -43,9 +43,9 @@ def check_precision(precision: str) -> str:
 
 @mutator
 class _ToBF16(PyExprMutator):
-    def __init__(self, mod, keep_f32: dict):
+    def __init__(self, mod, func, keep_f32: dict):
         super().__init__(mod)
-        self.pack = tvm.get_global_func("kokoro_tvm_ext.pack_bf16")
+        self.weights = WeightPacker(self, func)
         self.keep_f32 = keep_f32
 
     def visit_call_(self, call):
@@ -57,12 +57,12 @@ class _ToBF16(PyExprMutator):
         if kernel is None or kernel.name not in BF16_KERNELS:
             return call
         groups = kernel.args.get("groups", 1)  # matmul has none
-        w = bound_constant(self, kernel["w"])
-        if w is None or groups != 1 or str(w.value.dtype) != "float32":
+        found = self.weights.weight_type(kernel["w"])
+        if found is None or groups != 1 or found[1] != "float32":
             return call
-        packed = relax.const(self.pack(kernel.name, groups, w.value))
+        packed = self.weights.pack(kernel["w"], "kokoro_tvm_ext.pack_bf16", kernel.name, groups)
         # The bf16 convolutions take the kernel size too.
-        size = {} if kernel.name == "matmul" else {"kernel_size": int(w.value.shape[-1])}
+        size = {} if kernel.name == "matmul" else {"kernel_size": found[0][-1]}
         return kernel.to(f"{kernel.name}_bf16", w=packed, **size)
 
 
@@ -77,4 +77,4 @@ class PackWeightsBF16:
 def _pack(mod, func):
     if func.attrs is not None and str(func.attrs.get(PRECISION_ATTR, "bf16")) == "fp32":
         return None
-    return _ToBF16(mod, upstream_of_cumsum(func)).visit_expr(func)
+    return _ToBF16(mod, func, upstream_of_cumsum(func)).visit_expr(func)

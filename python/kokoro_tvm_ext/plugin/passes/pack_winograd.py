@@ -3,7 +3,8 @@ up move to ``kokoro_tvm_ext.conv1d_winograd``, with their weights transformed
 once, here, at compile time (``kokoro_tvm_ext.pack_winograd``; the transforms
 and the kernel are in tvm-ext/src/conv/winograd/).
 
-Which calls (stride 1, one group, constant weights, 3, 5, 7 or 11 taps), by
+Which calls (stride 1, one group, weights that are constants or computed from
+the weight parameters alone (_relax_utils.WeightPacker), 3, 5, 7 or 11 taps), by
 the kernel's measured speed against the im2col GEMM on 2 threads
 (``cargo test -p tvm-ext --release winograd_speed -- --ignored --nocapture``):
 with 128 to 512 channels in and at least 128 out it is 1.2-2.2x faster (the
@@ -30,11 +31,10 @@ to end, and Winograd with bf16 GEMMs rounds too much in the transform domain
 from __future__ import annotations
 
 import tvm
-from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from kokoro_tvm_ext.plugin.kernels import KernelCall
-from kokoro_tvm_ext.plugin.passes._relax_utils import bound_constant, is_among, map_functions, upstream_of_cumsum
+from kokoro_tvm_ext.plugin.passes._relax_utils import WeightPacker, is_among, map_functions, upstream_of_cumsum
 
 KERNEL_SIZES = (3, 5, 7, 11)
 MIN_CHANNELS = 128
@@ -50,9 +50,9 @@ def worth_it(out_channels: int, in_channels: int, kernel_size: int) -> bool:
 
 @mutator
 class _ToWinograd(PyExprMutator):
-    def __init__(self, mod, keep: dict):
+    def __init__(self, mod, func, keep: dict):
         super().__init__(mod)
-        self.pack = tvm.get_global_func("kokoro_tvm_ext.pack_winograd")
+        self.weights = WeightPacker(self, func)
         self.keep = keep
 
     def visit_call_(self, call):
@@ -62,13 +62,14 @@ class _ToWinograd(PyExprMutator):
         kernel = KernelCall.read(call)
         if kernel is None or kernel.name != "conv1d" or kernel["stride"] != 1 or kernel["groups"] != 1:
             return call
-        w = bound_constant(self, kernel["w"])
-        if w is None or str(w.value.dtype) != "float32":
+        found = self.weights.weight_type(kernel["w"])
+        if found is None or found[1] != "float32":
             return call
-        cout, cin, k = (int(d) for d in w.value.shape)
+        cout, cin, k = found[0]
         if not worth_it(cout, cin, k):
             return call
-        return kernel.to("conv1d_winograd", w=relax.const(self.pack(w.value)), kernel_size=k)
+        packed = self.weights.pack(kernel["w"], "kokoro_tvm_ext.pack_winograd")
+        return kernel.to("conv1d_winograd", w=packed, kernel_size=k)
 
 
 @tvm.transform.module_pass(opt_level=0, name="PackWeightsWinograd")
@@ -76,4 +77,4 @@ class PackWeightsWinograd:
     """The f32 conv1d calls Winograd speeds up move to its kernel, weights transformed (see module doc)."""
 
     def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-        return map_functions(mod, lambda _gvar, func: _ToWinograd(mod, upstream_of_cumsum(func)).visit_expr(func))
+        return map_functions(mod, lambda _gvar, func: _ToWinograd(mod, func, upstream_of_cumsum(func)).visit_expr(func))

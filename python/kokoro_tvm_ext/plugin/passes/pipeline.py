@@ -69,6 +69,10 @@ def pass_list(
     return [
         # 0-2. The plugin's passes.
         *plugin_passes(use_kernels, precision),
+        #    Functions imported with their weights as parameters (``num_input``): what the graph
+        #    computes from the weights alone (permutes, weight norm, packing) moves to a function
+        #    ``<name>_transform_params``, which the runtime runs once per checkpoint.
+        relax.transform.LiftTransformParams(),
         # 3. TVM's CPU legalization and fusion (relax.backend.cpu_generic).
         *cpu_generic.library_dispatch_passes(target),
         *cpu_generic.legalize_passes(target),

@@ -1,0 +1,106 @@
+"""One compiled library, any checkpoint of Kokoro's shapes: weights bound to an artifact compiled for others.
+
+The checkpoint is made here: the session model's weights with seeded noise (each tensor scaled by
+1 + 10% noise), saved as safetensors. Bound to the session's artifact (compiled for the unperturbed
+weights) without a compile, it must speak as PyTorch's KModel loaded with those weights: durations
+identical, audio no further from a float64 reference than PyTorch float32 is (as tests/kokoro/test_pipeline.py).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("kokoro")
+safetensors_numpy = pytest.importorskip("safetensors.numpy")
+
+import kokoro_tvm_ext  # noqa: E402
+from kokoro_tvm_ext.errors import CheckpointMismatchError  # noqa: E402
+from kokoro_tvm_ext.model.adapters.reference import reference, reference_float64  # noqa: E402
+from kokoro_tvm_ext.model.artifact_cache import ensure_compiled, library_key  # noqa: E402
+from kokoro_tvm_ext.model.checkpoint import bind_checkpoint  # noqa: E402
+from kokoro_tvm_ext.model.runtime.artifact import LIBRARY  # noqa: E402
+from kokoro_tvm_ext.speech.assets.checkpoint import read_checkpoint  # noqa: E402
+
+SPEED = 9.0  # random weights speak slowly; a high speed keeps the audio short
+
+
+@pytest.fixture(scope="module")
+def perturbed(kokoro_model, tmp_path_factory):
+    """(path of the safetensors checkpoint, its arrays, a KModel loaded with it)."""
+    from kokoro_tvm_ext.model.adapters.model import build_kmodel
+    from kokoro_tvm_ext.model.config import load_config
+
+    rng = np.random.default_rng(1234)
+    state = {}
+    for key, tensor in kokoro_model.state_dict().items():
+        array = tensor.detach().numpy()
+        if array.dtype.kind == "f":
+            array = (array * (1 + 0.1 * rng.standard_normal(array.shape))).astype(array.dtype)
+        state[key] = np.ascontiguousarray(array)
+    path = tmp_path_factory.mktemp("checkpoint") / "fine-tune.safetensors"
+    safetensors_numpy.save_file(state, str(path))
+    model = build_kmodel(load_config(), seed=1)
+    model.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in state.items()})
+    return path, state, model.eval()
+
+
+@pytest.fixture(scope="module")
+def bound(small_artifact, perturbed, tmp_path_factory):
+    """The checkpoint bound through the cache: the session artifact is the only entry of its library."""
+    cache = tmp_path_factory.mktemp("artifacts")
+    os.symlink(small_artifact, cache / f"seed0-{library_key()}")
+    out = cache / f"fine-tune-{library_key()}"
+
+    def no_compile():
+        raise AssertionError("binding a checkpoint must not compile")
+
+    path, state, _ = perturbed
+    ensure_compiled(out, no_compile, checkpoint=lambda: read_checkpoint(path), quiet=True)
+    return out
+
+
+def test_bound_weights_speak_as_pytorch_with_them(bound, perturbed, small_artifact):
+    runtime = kokoro_tvm_ext.KokoroTVM(bound)
+    assert os.path.samefile(bound / LIBRARY, small_artifact / LIBRARY)  # the library reused, not rebuilt
+    model = perturbed[2]
+    rng = np.random.default_rng(5)
+    for n_tokens in (3, 24):
+        tokens = rng.integers(1, 178, n_tokens).astype(np.int64)
+        style = (rng.standard_normal((1, 256)) * 0.3).astype(np.float32)
+        audio, durations = runtime.synthesize(tokens, style, speed=SPEED, noise_seed=3)
+        ref_audio, ref_durations = reference(model, tokens, style, speed=SPEED, noise_seed=3)
+        np.testing.assert_array_equal(durations, ref_durations)
+        truth = reference_float64(model, tokens, style, durations, speed=SPEED, noise_seed=3)
+        ours, theirs = np.abs(audio - truth).max(), np.abs(ref_audio - truth).max()
+        print(f"{n_tokens} tokens: max |audio - float64|: TVM {ours:.3g}, PyTorch fp32 {theirs:.3g}")
+        assert ours <= max(theirs, 1e-4 * np.abs(truth).max())
+
+
+def test_the_bound_weights_differ_from_the_artifacts_own(bound, small_artifact):
+    # Guards the comparison above: it would pass trivially if binding kept the old weights.
+    tokens, style = np.arange(1, 9, dtype=np.int64), np.full((1, 256), 0.1, np.float32)
+    a, _ = kokoro_tvm_ext.KokoroTVM(bound).synthesize(tokens, style, speed=SPEED, noise_seed=0)
+    b, _ = kokoro_tvm_ext.KokoroTVM(small_artifact).synthesize(tokens, style, speed=SPEED, noise_seed=0)
+    assert a.shape != b.shape or np.abs(a - b).max() > 1e-3
+
+
+@pytest.mark.parametrize(
+    "change, named",
+    [
+        (lambda s: s.update({"bert.embeddings.word_embeddings.weight": np.zeros((200, 128), np.float32)}), "200, 128"),
+        (lambda s: s.pop("decoder.generator.conv_post.weight_v"), "decoder.generator.conv_post.weight_v"),
+        (lambda s: s.update({"predictor.duration_proj.linear_layer.bias": np.zeros(50, np.int32)}), "int32"),
+    ],
+    ids=["other-vocabulary", "missing-tensor", "integer-tensor"],
+)
+def test_a_checkpoint_that_does_not_fit_is_refused_by_name(small_artifact, perturbed, tmp_path, change, named):
+    state = dict(perturbed[1])
+    change(state)
+    with pytest.raises(CheckpointMismatchError, match=named) as err:
+        bind_checkpoint(small_artifact, state, tmp_path / "out", None)
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / "out").exists()
