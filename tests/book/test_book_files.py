@@ -224,3 +224,15 @@ def test_an_output_that_cannot_be_written_is_refused_before_any_speech(
     assert FakeExecutor.asked == []
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     assert not os.path.exists("/proc/book")
+
+
+def test_pyav_missing_is_refused_before_any_speech(tmp_path, monkeypatch):
+    """Every book format is encoded by PyAV: without it the book stops at the checks, not after the speech."""
+    from kokoro_tvm_ext.book.output import BookOutput
+    from kokoro_tvm_ext.errors import MissingAssetError
+
+    monkeypatch.setitem(sys.modules, "av", None)  # `import av` raises ImportError
+    for target in ("book.m4b", "chapters"):
+        with pytest.raises(MissingAssetError, match=r"needs PyAV: pip install 'kokoro-tvm-ext\[book\]'"):
+            BookOutput(tmp_path / target).check()
+    assert list(tmp_path.iterdir()) == []

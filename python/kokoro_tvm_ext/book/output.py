@@ -76,7 +76,9 @@ class BookOutput:
 
     def check(self) -> None:
         """Fail early, before any speech, if the output cannot be written: a missing or unwritable
-        directory, a file where a directory goes, a name too long for the filesystem."""
+        directory, a file where a directory goes, a name too long for the filesystem, PyAV missing
+        (it encodes every format)."""
+        _av()
         parent = self.path.parent  # also holds the work directory (.NAME.book/)
         if not parent.is_dir():
             raise UnwritablePathError(f"cannot write {self.given}: directory {parent} does not exist")
@@ -170,7 +172,10 @@ def _av():
     try:
         import av
     except ImportError:
-        raise MissingAssetError("writing audio files needs PyAV: pip install 'kokoro-tvm-ext[book]'") from None
+        raise MissingAssetError(
+            "writing audio files needs PyAV: pip install 'kokoro-tvm-ext[book]' (in a clone: bash scripts/setup.sh "
+            "--extras compile,assets,book)"
+        ) from None
     return av
 
 

@@ -164,8 +164,9 @@ class Speaker:
         threads: int | None = None,
         quiet: bool = False,
     ) -> Speaker:
-        """The artifact in ``artifact``, or the cached one for ``weights`` (default: the HuggingFace cache,
-        else the offline rebuild), compiled on first use."""
+        """The artifact in ``artifact``, or the cached one for ``weights`` (a ``.safetensors`` or ``.pth``
+        checkpoint; default: the HuggingFace cache, else the offline rebuild): on first use the weights are
+        bound to a cached compiled library (seconds), or compiled if there is none."""
         from kokoro_tvm_ext.model.runtime import KokoroTVM, set_num_threads
         from kokoro_tvm_ext.speech.artifact import ensure_artifact
 
