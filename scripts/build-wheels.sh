@@ -2,7 +2,15 @@
 # Build the release artifacts into dist/ (or the directory given as $1):
 #   kokoro_tvm_ext-<version>-cp310-abi3-manylinux_2_28_x86_64.whl  (Python >= 3.10, one wheel)
 #   kokoro_tvm_ext-<version>.tar.gz                                (sdist: needs cargo to install)
+#   kokoro_tvm_ext_artifacts-<version>-py3-none-manylinux_2_29_x86_64.whl
+#       the companion wheel: Kokoro compiled for portable x86-64 levels, libraries only (no weights),
+#       which `kokoro-tvm say` binds the weights to when this machine has compiled none of its own
+#       (scripts/build_artifacts_wheel.py; the tag is the glibc the libraries link against)
 # then check the wheel's tag with PyPI's auditwheel.
+#
+# KOKORO_TVM_PREBUILT_LEVELS: the LLVM CPUs compiled for the companion wheel, comma-separated
+# (default x86-64-v3,x86-64-v4: AVX2+FMA and AVX-512); empty: no companion wheel. Each level is a
+# compile (about 3 min on 2 cores), kept in the user cache until the compiler's sources change.
 #
 # manylinux_2_28 because our runtime dependency apache-tvm is manylinux_2_28: the wheel
 # cannot install anywhere TVM cannot. zig (PyPI's `ziglang`) links against glibc 2.28's
@@ -14,8 +22,9 @@
 # between the wheel and its tag (the extension finds it via RPATH $ORIGIN/../tvm_ffi/lib).
 #
 # Needs: cargo, and a Python with maturin, ziglang, auditwheel and apache-tvm-ffi
-# (the `dev` extra; scripts/setup.sh's .venv has them). PYTHON selects it (default:
-# .venv/bin/python if present, else python3). Cold build on 2 cores: about 2.5 min.
+# (the `dev` extra; scripts/setup.sh's .venv has them), plus, for the companion wheel, this
+# package with its `compile` extra and `wheel`. PYTHON selects it (default: .venv/bin/python
+# if present, else python3). Cold build on 2 cores: about 2.5 min, plus the levels' compiles.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-dist}
@@ -27,13 +36,18 @@ fi
 PATH="$(dirname "$("$PYTHON" -c 'import sys; print(sys.executable)')"):$PATH"
 export PATH
 
+LEVELS=${KOKORO_TVM_PREBUILT_LEVELS-x86-64-v3,x86-64-v4}
+modules="maturin ziglang auditwheel tvm_ffi"
+if [ -n "$LEVELS" ]; then modules="$modules wheel torch kokoro kokoro_tvm_ext"; fi
 missing=""
-for module in maturin ziglang auditwheel tvm_ffi; do
+for module in $modules; do
     "$PYTHON" -c "import $module" 2>/dev/null || missing="$missing $module"
 done
 if [ -n "$missing" ]; then
     echo "error: $PYTHON lacks:$missing; install them with" >&2
     echo "  $PYTHON -m pip install maturin ziglang auditwheel apache-tvm-ffi==0.1.15.post2" >&2
+    echo "  (and for the prebuilt levels: wheel, and this repo with its compile extra: scripts/setup.sh," >&2
+    echo "  or KOKORO_TVM_PREBUILT_LEVELS= to build without them)" >&2
     exit 1
 fi
 if ! command -v cargo >/dev/null 2>&1; then
@@ -42,7 +56,7 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 
 mkdir -p "$OUT"
-rm -f "$OUT"/kokoro_tvm_ext-*.whl "$OUT"/kokoro_tvm_ext-*.tar.gz
+rm -f "$OUT"/kokoro_tvm_ext-*.whl "$OUT"/kokoro_tvm_ext-*.tar.gz "$OUT"/kokoro_tvm_ext_artifacts-*.whl
 echo "==> wheel ($COMPAT, abi3, built with zig)"
 "$PYTHON" -m maturin build --release --zig --compatibility "$COMPAT" --auditwheel skip --out "$OUT"
 echo "==> sdist"
@@ -52,4 +66,8 @@ wheel=$(ls "$OUT"/kokoro_tvm_ext-*-abi3-"$COMPAT"_x86_64.whl)
 echo "==> auditwheel show $wheel"
 "$PYTHON" -m auditwheel show "$wheel"
 "$PYTHON" scripts/check_wheel_tag.py "$wheel"
+if [ -n "$LEVELS" ]; then
+    echo "==> prebuilt libraries for $LEVELS (the companion wheel)"
+    "$PYTHON" scripts/build_artifacts_wheel.py "$OUT" --levels "$LEVELS"
+fi
 ls -l "$OUT"

@@ -6,12 +6,19 @@ provides (a copy of our own would be a second FFI registry). It must install int
 a bare virtualenv (no cargo, no compiler, no LD_LIBRARY_PATH: PATH is the venv's
 bin/ only) with nothing but its runtime dependencies, and with its ``speak`` extra
 (still no torch) `kokoro-tvm say` there must speak text from a compiled artifact
-as PyTorch does. The sdist must build from
-source with cargo present.
+as PyTorch does; with the companion wheel of prebuilt libraries it must speak from
+an empty cache (the default weights rebuilt with numpy and onnx, bound to the
+prebuilt library), and without it say in one line what to install. The sdist must
+build from source with cargo present.
+
+The companion wheel is built here from the session's ``small_artifact`` (compiled for
+this CPU) rather than by the release script, which compiles the portable levels
+(minutes each): the packing is the same (scripts/build_artifacts_wheel.py).
 
 Costs: the zig release build (about 1.5 min warm, 2.5 min cold on 2 cores), the
 shared random-weights artifact (tests/conftest.py), and the sdist build, which
 reuses the repo's cargo target dir so only our two crates compile (about 1 min).
+Installs go through uv.
 """
 
 from __future__ import annotations
@@ -52,17 +59,29 @@ def _run(cmd, **kw):
 
 def _bare_env(venv: Path, *extra_path: str) -> dict:
     """The venv's bin/ (plus ``extra_path``) on PATH; no LD_LIBRARY_PATH, PYTHONPATH or build tools."""
-    keep = ("HOME", "LANG", "LC_ALL", "TMPDIR", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_CACHE_DIR")
+    keep = ("HOME", "LANG", "LC_ALL", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR")
+    keep += ("UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_CACHE_DIR", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL")
     env = {k: os.environ[k] for k in keep if k in os.environ}
     env["PATH"] = os.pathsep.join([str(venv / "bin"), *extra_path])
-    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     return env
+
+
+def _uv_pip(venv: Path, *args, env: dict | None = None):
+    """``uv pip ARGS`` on ``venv`` (uv from this interpreter; the venv gets no pip)."""
+    return _run([sys.executable, "-m", "uv", "pip", *args, "--python", venv / "bin" / "python"], env=env)
+
+
+def _installed(venv: Path) -> set[str]:
+    listed = _uv_pip(venv, "list", "--format=json", env=_bare_env(venv)).stdout
+    return {p["name"].lower() for p in json.loads(listed)}
 
 
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory) -> Path:
+    """The release script's wheel and sdist (its prebuilt libraries left out: the companion wheel below)."""
     out = tmp_path_factory.mktemp("dist")
-    _run(["bash", ROOT / "scripts" / "build-wheels.sh", out], cwd=ROOT, env={**os.environ, "PYTHON": sys.executable})
+    env = {**os.environ, "PYTHON": sys.executable, "KOKORO_TVM_PREBUILT_LEVELS": ""}
+    _run(["bash", ROOT / "scripts" / "build-wheels.sh", out], cwd=ROOT, env=env)
     return out
 
 
@@ -76,9 +95,47 @@ def wheel(dist) -> Path:
 def bare_venv(wheel, tmp_path_factory) -> Path:
     """A virtualenv holding the wheel and its runtime dependencies only (no extras)."""
     venv = tmp_path_factory.mktemp("bare") / "venv"
-    _run([sys.executable, "-m", "venv", venv])
-    _run([venv / "bin" / "python", "-m", "pip", "install", "-q", wheel], env=_bare_env(venv))
+    _run([sys.executable, "-m", "uv", "venv", "-q", "--python", sys.executable, venv])
+    _uv_pip(venv, "install", "-q", wheel, env=_bare_env(venv))
     return venv
+
+
+@pytest.fixture(scope="module")
+def speak_venv(bare_venv, wheel) -> Path:
+    """``bare_venv`` with the ``speak`` extra: the runtime-only install for speaking (WAV output, G2P, the
+    offline weights' rebuild), no torch."""
+    _uv_pip(bare_venv, "install", "-q", f"{wheel}[speak]", env=_bare_env(bare_venv))
+    return bare_venv
+
+
+@pytest.fixture(scope="module")
+def artifacts_wheel(small_artifact, tmp_path_factory) -> Path:
+    """The companion wheel, its one library the session artifact's (compiled for this CPU), without weights."""
+    level = json.loads((small_artifact / "meta.json").read_text())["target"]["mcpu"]
+    out = tmp_path_factory.mktemp("artifacts-dist")
+    _run(
+        [sys.executable, ROOT / "scripts" / "build_artifacts_wheel.py", out, "--artifact", f"{level}={small_artifact}"]
+    )
+    (built,) = out.glob("kokoro_tvm_ext_artifacts-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def voices_sdist(tmp_path_factory) -> Path:
+    from voice_sdist import fetch_sdist
+
+    return fetch_sdist(tmp_path_factory)
+
+
+@pytest.fixture
+def empty_cache_env(speak_venv, voices_sdist, tmp_path_factory) -> dict:
+    """The bare environment with a fresh kokoro-tvm cache and the voices' sdist (as tests/test_cli.py)."""
+    from kokoro_tvm_ext.speech.assets import sdist_voices
+
+    env = _bare_env(speak_venv)
+    env["KOKORO_TVM_CACHE"] = str(tmp_path_factory.mktemp("empty-cache"))
+    env[sdist_voices.SDIST_ENV] = str(voices_sdist)
+    return env
 
 
 def test_wheel_is_tagged_abi3_manylinux_2_28_or_older(wheel):
@@ -108,8 +165,7 @@ def test_auditwheel_agrees_with_the_tag_but_for_libtvm_ffi(wheel):
 
 
 def test_wheel_runs_in_a_bare_venv_with_its_runtime_dependencies_only(bare_venv):
-    installed = _run([bare_venv / "bin" / "python", "-m", "pip", "list", "--format=json"], env=_bare_env(bare_venv))
-    names = {p["name"].lower() for p in json.loads(installed.stdout)}
+    names = _installed(bare_venv)
     assert {"kokoro-tvm-ext", "apache-tvm", "apache-tvm-ffi", "numpy"} <= names
     assert not names & {"torch", "kokoro", "maturin", "soundfile"}, names
     result = _run([bare_venv / "bin" / "python", "-c", KERNEL_CHECK], env=_bare_env(bare_venv), cwd=bare_venv)
@@ -117,18 +173,17 @@ def test_wheel_runs_in_a_bare_venv_with_its_runtime_dependencies_only(bare_venv)
 
 
 def test_the_speak_extra_says_text_in_the_bare_venv_as_pytorch_does_without_torch(
-    bare_venv, wheel, small_artifact, kokoro_model, tmp_path
+    speak_venv, small_artifact, kokoro_model, tmp_path
 ):
     sf = pytest.importorskip("soundfile")
     from kokoro_tvm_ext.model.adapters.reference import reference, reference_float64
     from kokoro_tvm_ext.speech import load_config, phonemize, style_for, tokenize
 
-    env = _bare_env(bare_venv)
-    # The runtime-only install for a shipped artifact: WAV output and G2P, no torch.
-    _run([bare_venv / "bin" / "python", "-m", "pip", "install", "-q", f"{wheel}[speak]"], env=env)
-    installed = _run([bare_venv / "bin" / "python", "-m", "pip", "list", "--format=json"], env=env)
-    names = {p["name"].lower() for p in json.loads(installed.stdout)}
-    assert {"soundfile", "misaki", "spacy"} <= names and not names & {"torch", "kokoro"}, names
+    bare_venv, env = speak_venv, _bare_env(speak_venv)
+    names = _installed(bare_venv)
+    assert {"soundfile", "misaki", "spacy", "onnx"} <= names and not names & {"torch", "kokoro"}, names
+    no_torch = subprocess.run([bare_venv / "bin" / "python", "-c", "import torch"], capture_output=True, text=True)
+    assert no_torch.returncode != 0 and "No module named 'torch'" in no_torch.stderr
     voice = tmp_path / "voice.npy"
     pack = (np.random.default_rng(7).standard_normal((510, 1, 256)) * 0.3).astype(np.float32)
     np.save(voice, pack)
@@ -169,17 +224,71 @@ def test_the_speak_extra_says_text_in_the_bare_venv_as_pytorch_does_without_torc
     assert ours <= max(theirs, 1e-4 * np.abs(truth).max()) + pcm_step
 
 
+def _one_line_error(result) -> str:
+    """The error line a failed command ended with (notes may come before it), no traceback."""
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    return result.stderr.strip().splitlines()[-1]
+
+
+def test_without_prebuilt_libraries_or_torch_say_names_what_to_install(speak_venv, empty_cache_env, tmp_path):
+    out = tmp_path / "x.wav"
+    said = subprocess.run(
+        [speak_venv / "bin" / "kokoro-tvm", "say", "Hello there.", "-o", out],
+        env=empty_cache_env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    line = _one_line_error(said)
+    assert said.returncode == 3 and line.startswith("kokoro-tvm say: no compiled Kokoro for this CPU"), line
+    assert 'pip install "kokoro-tvm-ext-artifacts==' in line and 'pip install "kokoro-tvm-ext[compile]"' in line
+    assert not out.exists()
+    compiled = subprocess.run(
+        [speak_venv / "bin" / "kokoro-tvm", "compile"],
+        env=empty_cache_env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert 'compiling needs torch and kokoro: pip install "kokoro-tvm-ext[compile]"' in _one_line_error(compiled)
+
+
+def test_with_the_prebuilt_libraries_say_speaks_from_an_empty_cache(
+    speak_venv, artifacts_wheel, empty_cache_env, tmp_path
+):
+    sf = pytest.importorskip("soundfile")
+    _uv_pip(speak_venv, "install", "-q", artifacts_wheel, env=empty_cache_env)
+    try:
+        out = tmp_path / "x.wav"
+        said = _run(
+            [speak_venv / "bin" / "kokoro-tvm", "say", "Hello there.", "-o", out], env=empty_cache_env, cwd=tmp_path
+        )
+    finally:  # the other tests run without it
+        _uv_pip(speak_venv, "uninstall", "-q", "kokoro-tvm-ext-artifacts", env=empty_cache_env)
+    print(said.stderr)
+    assert "Traceback" not in said.stderr and "compiling" not in said.stderr
+    assert "rebuilding them from the int8 ONNX model" in said.stderr  # the offline weights, with numpy and onnx
+    assert re.search(r"binding these weights to the compiled Kokoro in .*kokoro_tvm_ext_artifacts", said.stderr)
+    assert re.search(r"weights bound in \d+\.\ds", said.stderr)
+    timed = [line for line in said.stderr.splitlines() if re.search(r"\d+(\.\d+)?\s?s\b", line)]
+    assert len(timed) >= 3, said.stderr  # each step says its time
+    audio, rate = sf.read(out, dtype="float32")
+    seconds = len(audio) / rate
+    assert rate == 24000 and 0.5 < seconds < 4, seconds  # two words of real speech
+    assert np.sqrt(np.mean(audio**2)) > 0.01  # not silence
+
+
 def test_sdist_builds_and_installs_in_a_clean_venv_with_cargo(dist, tmp_path):
     cargo = shutil.which("cargo")
     if cargo is None:
         pytest.skip("building the sdist needs cargo")
     (sdist,) = dist.glob("*.tar.gz")
     venv = tmp_path / "venv"
-    _run([sys.executable, "-m", "venv", venv])
+    _run([sys.executable, "-m", "uv", "venv", "-q", "--python", sys.executable, venv])
     # cargo, and the C linker rustc calls; the repo's target dir keeps compiled
     # dependencies (gemm, pyo3, ...) so only our crates compile from the sdist.
     env = {**_bare_env(venv, str(Path(cargo).parent), "/usr/bin", "/bin"), "CARGO_TARGET_DIR": str(ROOT / "target")}
     env.update({k: os.environ[k] for k in ("RUSTUP_HOME", "CARGO_HOME") if k in os.environ})
-    _run([venv / "bin" / "python", "-m", "pip", "install", "-q", sdist], env=env)
+    _uv_pip(venv, "install", "-q", sdist, env=env)
     result = _run([venv / "bin" / "python", "-c", KERNEL_CHECK], env=_bare_env(venv), cwd=venv)
     assert f"KERNEL-OK {venv}" in result.stdout

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import kokoro_tvm_ext
-from kokoro_tvm_ext.errors import ArtifactCorruptError, InvalidInputError
+from kokoro_tvm_ext.errors import ArtifactCorruptError, ArtifactMissingError, InvalidInputError
 from kokoro_tvm_ext.model.runtime import artifact
 from kokoro_tvm_ext.model.runtime.artifact import DIGESTS, FIELDS, LIBRARY, META, VERIFIED_STAMP, WEIGHTS, sealed
 from kokoro_tvm_ext.model.runtime.cpu_features import check_cpu
@@ -159,6 +159,20 @@ def test_an_artifact_of_the_previous_format_says_to_compile_again(edit):
 def test_a_meta_without_a_format_is_refused(edit):
     out = edit(lambda meta: {k: v for k, v in meta.items() if k != "format_version"})
     refused(out, "has artifact format null, this kokoro-tvm-ext reads 6 (it was compiled by another version)")
+
+
+def test_a_library_without_weights_is_consistent_whatever_its_token_embeddings_say(edit):
+    """A prebuilt library (model/prebuilt.py) has no checkpoint weights for the embeddings to point into: its
+    meta.json passes, and loading it says it holds no weights (the token_embeddings are checked once bound)."""
+
+    def without_weights(meta):
+        meta["checkpoint_weights"] = {function: 0 for function in meta["checkpoint_weights"]}
+        meta["token_embeddings"] = [["text_stage", 100000]]
+
+    out = edit(without_weights, reseal=True)
+    assert artifact.read_meta(out)["token_embeddings"] == [["text_stage", 100000]]
+    with pytest.raises(ArtifactMissingError, match=r"holds a compiled library but no weights .*bind_checkpoint"):
+        kokoro_tvm_ext.KokoroTVM(out)
 
 
 def test_the_token_embeddings_are_the_models_tables(small_artifact, compiled_meta, kokoro_model):

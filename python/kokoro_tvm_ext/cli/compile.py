@@ -1,6 +1,7 @@
-"""Compile Kokoro-82M into a TVM artifact (kokoro.so + meta.json) that serves 1 to 510
-tokens per call. Weights are found as for `say` (--weights, $KOKORO_TVM_WEIGHTS, the
-HuggingFace cache, or the offline rebuild). Takes a few minutes on 2 cores."""
+"""Compile Kokoro-82M for this exact CPU into a TVM artifact (kokoro.so + weights.bin + meta.json)
+that serves 1 to 510 tokens per call. Weights are found as for `say` (--weights, $KOKORO_TVM_WEIGHTS,
+the HuggingFace cache, or the offline rebuild). Takes a few minutes on 2 cores. Into the user cache
+(no --out), the result is preferred to a prebuilt portable library from then on, for any weights."""
 
 from __future__ import annotations
 
@@ -23,9 +24,13 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    from kokoro_tvm_ext.errors import MissingAssetError
+    from kokoro_tvm_ext.model.artifact_cache import compiler_installed
     from kokoro_tvm_ext.speech import resolve
     from kokoro_tvm_ext.speech.artifact import ensure_artifact
 
+    if not compiler_installed():
+        raise MissingAssetError('compiling needs torch and kokoro: pip install "kokoro-tvm-ext[compile]"')
     weights = resolve(args.weights)
     if args.out:
         from kokoro_tvm_ext.model.compile import compile_kokoro
@@ -39,6 +44,7 @@ def run(args) -> int:
             weights_fingerprint=weights.fingerprint(),
         )
     else:
-        out = ensure_artifact(weights, lstm_impl=args.lstm_impl, precision=args.precision)
+        # For this CPU: a prebuilt portable library is not what `compile` asks for.
+        out = ensure_artifact(weights, lstm_impl=args.lstm_impl, precision=args.precision, prebuilt=False)
     print(out)
     return 0

@@ -1,8 +1,11 @@
 """Compiled artifacts cached per (weights, TVM, plugin, CPU), so `say` compiles once.
 
-One compiled library serves every checkpoint of Kokoro's shapes (model/checkpoint.py): an entry
-for new weights is made from any entry of the same library (same TVM, plugin, CPU, options) by
-binding the weights to it, in seconds; only when no such entry exists is the model compiled.
+One compiled library serves every checkpoint of Kokoro's shapes (model/checkpoint.py). The entry for a
+set of weights comes from, in order: the cache (compiled or bound here before); any entry of the
+library compiled on this machine (same TVM, plugin, CPU, options), by binding the weights to it in
+seconds; the best installed prebuilt library (model/prebuilt.py), bound the same way into an entry of
+its own, so a later `kokoro-tvm compile` for this CPU is preferred to it; a compile, when the compiler
+is installed (else a one-line error naming what to install).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import importlib.util
 import os
 import shutil
 import sys
@@ -110,6 +114,14 @@ def _one_compile_at_a_time(directory: Path, quiet: bool):
         os.close(fd)
 
 
+# The packages a compile needs beyond the runtime (the `compile` extra).
+COMPILER_MODULES = ("torch", "kokoro")
+
+
+def compiler_installed() -> bool:
+    return all(importlib.util.find_spec(module) is not None for module in COMPILER_MODULES)
+
+
 def ensure_compiled(
     out: Path,
     make_model,
@@ -119,10 +131,13 @@ def ensure_compiled(
     precision: str = "fp32",
     weights_fingerprint: str | None = None,
     quiet: bool = False,
+    prebuilt: bool = True,
 ) -> Path:
-    """``out`` if it holds a sound artifact; else, given ``checkpoint`` (a callable returning the weights
-    as KModel's flat state-dict names -> arrays) and an entry of the same library beside ``out``, the
-    weights bound to that library; else ``make_model()`` compiled into it. Atomic either way."""
+    """The artifact for ``out``'s weights. ``out`` if it holds a sound artifact; else, given ``checkpoint``
+    (a callable returning the weights as KModel's flat state-dict names -> arrays): the weights bound to
+    an entry of the same library beside ``out``, else (if ``prebuilt``) to the best installed prebuilt
+    library, into an entry beside ``out`` named after it (returned); else ``make_model()`` compiled into
+    ``out``. Atomic either way; a missing compiler is a one-line ``ArtifactMissingError``."""
     if out.exists() and cached_problem(out) is None:
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -133,9 +148,36 @@ def ensure_compiled(
         base = same_library(out, lstm_impl, precision) if checkpoint is not None else None
         if base is not None:
             _bind_into(out, base, checkpoint, weights_fingerprint, quiet)
-        else:
-            _compile_into(out, problem, make_model, lstm_impl, precision, weights_fingerprint, quiet)
+            return out
+        found = None
+        if checkpoint is not None and prebuilt:
+            from kokoro_tvm_ext.model.prebuilt import best_prebuilt
+
+            found = best_prebuilt(lstm_impl, precision)
+            if found.directory is not None:
+                entry = out.with_name(f"{out.name}-{found.key}")
+                if not entry.exists() or cached_problem(entry) is not None:
+                    _bind_into(entry, found.directory, checkpoint, weights_fingerprint, quiet)
+                return entry
+        if not compiler_installed():
+            raise _no_compiler(found)
+        _compile_into(out, problem, make_model, lstm_impl, precision, weights_fingerprint, quiet)
     return out
+
+
+def _no_compiler(found) -> Exception:
+    """What to install when there is neither a library for this CPU nor a compiler to make one."""
+    from kokoro_tvm_ext._native import __version__
+    from kokoro_tvm_ext.errors import ArtifactMissingError
+    from kokoro_tvm_ext.model.prebuilt import DISTRIBUTION
+
+    refused = found.refused if found is not None else ()
+    passed_over = f" (the installed prebuilt libraries do not fit: {'; '.join(refused)})" if refused else ""
+    return ArtifactMissingError(
+        f"no compiled Kokoro for this CPU{passed_over} and no compiler to make one: install the prebuilt "
+        f'libraries (pip install "{DISTRIBUTION}=={__version__}") or the compiler (pip install '
+        '"kokoro-tvm-ext[compile]")'
+    )
 
 
 def _bind_into(out: Path, base: Path, checkpoint, weights_fingerprint, quiet) -> None:
@@ -145,7 +187,7 @@ def _bind_into(out: Path, base: Path, checkpoint, weights_fingerprint, quiet) ->
 
     started = time.perf_counter()
     if not quiet:
-        print(f"kokoro-tvm: binding these weights to the compiled Kokoro in {base.name} (no compile)", file=sys.stderr)
+        print(f"kokoro-tvm: binding these weights to the compiled Kokoro in {base} (no compile)", file=sys.stderr)
     bind_checkpoint(base, checkpoint(), out, weights_fingerprint)
     if not quiet:
         print(f"kokoro-tvm: weights bound in {time.perf_counter() - started:.1f}s", file=sys.stderr)

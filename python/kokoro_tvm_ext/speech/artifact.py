@@ -8,10 +8,16 @@ from kokoro_tvm_ext.model.artifact_cache import artifact_key, cached_artifact_di
 
 
 def ensure_artifact(
-    resolved_weights, *, lstm_impl: str = "plugin", precision: str = "fp32", quiet: bool = False
+    resolved_weights,
+    *,
+    lstm_impl: str = "plugin",
+    precision: str = "fp32",
+    quiet: bool = False,
+    prebuilt: bool = True,
 ) -> Path:
     """The artifact for these weights: cached, else these weights bound to a cached artifact of the same
-    compiled library (seconds, no torch), else compiled (once, atomically). ``resolved_weights`` come from
+    compiled library (seconds, no torch), else (if ``prebuilt``) bound to the best installed prebuilt
+    library, else compiled (once, atomically; needs the `compile` extra). ``resolved_weights`` come from
     ``weights.locate``: they are only built and read when the cache lacks them."""
     from kokoro_tvm_ext.speech.assets.checkpoint import read_checkpoint
     from kokoro_tvm_ext.speech.assets.weights import load_model, materialize
@@ -25,4 +31,5 @@ def ensure_artifact(
         precision=precision,
         weights_fingerprint=resolved_weights.fingerprint(),
         quiet=quiet,
+        prebuilt=prebuilt,
     )

@@ -16,6 +16,10 @@ replace ``kokoro.so``, which is code this process runs. Against that no checksum
 beside the files helps; keep the directory writable only by whoever compiles it.
 What must hold even then (token ids inside the embedding) the runtime checks
 against the weights themselves (``KokoroTVM``).
+
+An artifact holds one compiled library and one checkpoint's weights (bound to it by
+model/checkpoint.py), or the library alone (``holds_checkpoint`` false: a prebuilt
+library, model/prebuilt.py), which loads only once a checkpoint is bound to it.
 """
 
 from __future__ import annotations
@@ -193,6 +197,8 @@ def _check_fields(path: Path, meta: dict) -> None:
     for function, count in meta["checkpoint_weights"].items():
         if count > len(meta["weights_index"].get(function, [])):
             refuse(f"checkpoint_weights gives {function!r} {count} weights, weights_index fewer")
+    if not holds_checkpoint(meta):  # a library without weights: the embeddings come when one is bound
+        return
     for function, number in meta["token_embeddings"]:
         entries = meta["weights_index"].get(function, [])
         if not 0 <= number < len(entries):
@@ -200,6 +206,13 @@ def _check_fields(path: Path, meta: dict) -> None:
         shape = entries[number][1]
         if len(shape) != 2 or shape[0] != meta["n_token"]:
             refuse(f"n_token is {meta['n_token']} but the token embedding has shape {shape}")
+
+
+def holds_checkpoint(meta: dict) -> bool:
+    """Whether the artifact carries a checkpoint's weights: compiled with them built in (no
+    ``checkpoint_inputs``) or bound to them. A library-only artifact (``model/prebuilt.py``) does not."""
+    inputs = meta["checkpoint_inputs"]
+    return not inputs or any(meta["checkpoint_weights"].get(function, 0) for function in inputs)
 
 
 def read_meta(out_dir: Path) -> dict:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from kokoro_tvm_ext.errors import ArtifactCorruptError, InvalidInputError
-from kokoro_tvm_ext.model.runtime.artifact import LIBRARY, load_checked_meta
+from kokoro_tvm_ext.errors import ArtifactCorruptError, ArtifactMissingError, InvalidInputError
+from kokoro_tvm_ext.model.runtime.artifact import LIBRARY, holds_checkpoint, load_checked_meta
 from kokoro_tvm_ext.model.runtime.cpu_features import check_cpu
 from kokoro_tvm_ext.model.runtime.heap import release_free_memory
 from kokoro_tvm_ext.model.runtime.noise import make_noise
@@ -54,6 +54,12 @@ class KokoroTVM:
 
         self.out_dir = Path(out_dir)
         self.meta = load_checked_meta(self.out_dir)  # before dlopen: a damaged library would crash it
+        if not holds_checkpoint(self.meta):
+            raise ArtifactMissingError(
+                f"{self.out_dir} holds a compiled library but no weights (a prebuilt library); bind a checkpoint "
+                "to it (kokoro_tvm_ext.model.checkpoint.bind_checkpoint), or let `kokoro-tvm say` bind the "
+                "default weights to it"
+            )
         if self.meta["tvm"] != tvm.__version__:
             raise ArtifactCorruptError(
                 f"{self.out_dir} was compiled with TVM {self.meta['tvm']}, this is TVM {tvm.__version__}; compile again"
