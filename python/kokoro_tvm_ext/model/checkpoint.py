@@ -97,11 +97,10 @@ def bind_checkpoint(base: Path, state: dict, out: Path, weights_fingerprint: str
     """The artifact ``base`` (any artifact of the library, with or without a checkpoint) with ``state``'s
     weights, written to ``out`` atomically: the library is linked (or copied), ``weights.bin`` rewritten.
     Seconds, not a compile. ``state``: KModel's flat state-dict names -> arrays."""
-    from tvm.runtime.vm import VirtualMachine
-
     from kokoro_tvm_ext.model.runtime.tvm_runtime import import_tvm
 
-    tvm = import_tvm()
+    tvm = import_tvm()  # TVM's runtime alone, first: importing tvm.runtime.vm before it loads the compiler (4 s)
+    from tvm.runtime.vm import VirtualMachine
     base, out = Path(base), Path(out)
     meta = load_checked_meta(base)
     if not meta["checkpoint_inputs"]:
