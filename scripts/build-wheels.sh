@@ -10,7 +10,7 @@
 #
 # KOKORO_TVM_PREBUILT_LEVELS: the LLVM CPUs compiled for the companion wheel, comma-separated
 # (default x86-64-v3,x86-64-v4: AVX2+FMA and AVX-512); empty: no companion wheel. Each level is a
-# compile (about 3 min on 2 cores), kept in the user cache until the compiler's sources change.
+# compile (1-3 min on 2 cores), kept in the user cache until the compiler's sources change.
 #
 # manylinux_2_28 because our runtime dependency apache-tvm is manylinux_2_28: the wheel
 # cannot install anywhere TVM cannot. zig (PyPI's `ziglang`) links against glibc 2.28's
