@@ -97,17 +97,16 @@ def bind_checkpoint(base: Path, state: dict, out: Path, weights_fingerprint: str
     """The artifact ``base`` (any artifact of the library, with or without a checkpoint) with ``state``'s
     weights, written to ``out`` atomically: the library is linked (or copied), ``weights.bin`` rewritten.
     Seconds, not a compile. ``state``: KModel's flat state-dict names -> arrays."""
-    from kokoro_tvm_ext.model.runtime.tvm_runtime import import_tvm
+    from kokoro_tvm_ext.model.runtime.tvm_runtime import import_tvm, load_vm
 
     tvm = import_tvm()  # TVM's runtime alone, first: importing tvm.runtime.vm before it loads the compiler (4 s)
-    from tvm.runtime.vm import VirtualMachine
     base, out = Path(base), Path(out)
     meta = load_checked_meta(base)
     if not meta["checkpoint_inputs"]:
         raise ArtifactCorruptError(f"{base} was compiled with its weights built in; it cannot take another checkpoint")
     if meta["lstm_impl"] == "plugin":
         import kokoro_tvm_ext._native  # noqa: F401  (the packing functions the transforms call)
-    vm = VirtualMachine(tvm.runtime.load_module(str(base / LIBRARY)), tvm.cpu())
+    vm = load_vm(base / LIBRARY, tvm)
     constants = library_constants(meta, load_weights(base / WEIGHTS, meta["weights_index"], tvm))
     weights = transformed_weights(vm, tvm, meta["checkpoint_inputs"], constants, state)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""Quiet TVM's known-harmless C++ warnings during a compile, keep everything else.
+"""Quiet TVM's known-harmless C++ warnings during a compile or a load, keep everything else.
 
 TVM logs from C++ straight to file descriptor 2, so Python's ``warnings`` and
 ``logging`` cannot filter it. A Kokoro compile prints ~70 lines of two warnings
@@ -8,6 +8,9 @@ that do not apply to us:
   negative base with an integer exponent (the stage-1 fidelity tests cover it).
 - ``Fast mode segfaults when there are out-of-bounds indices``: embedding
   lookups; ``KokoroTVM`` checks every token id before running.
+- ``Scope Loaded:``: TVM 0.27's VM loader logs this for each small tensor constant
+  of the library it loads (Kokoro's sine and STFT tables, 16 lines per load since
+  the weights became parameters); a trace of the load, not a problem.
 
 Everything else TVM writes is passed through unchanged, after the block ends.
 """
@@ -22,12 +25,14 @@ import tempfile
 HARMLESS = (
     "Detected pow(x, y) where y >= 3",
     "Fast mode segfaults when there are out-of-bounds indices",
+    "Scope Loaded:",
 )
 
 
 @contextlib.contextmanager
-def quiet_harmless_warnings(stream=None):
-    """Capture fd 2 for the block; then replay its lines except the harmless ones."""
+def quiet_harmless_warnings(stream=None, count_hidden: bool = True):
+    """Capture fd 2 for the block; then replay its lines except the harmless ones (and, with
+    ``count_hidden``, say how many were hidden)."""
     stream = stream or sys.stderr
     sys.stderr.flush()
     saved = os.dup(2)
@@ -46,5 +51,5 @@ def quiet_harmless_warnings(stream=None):
                     hidden += 1
                 else:
                     print(line, file=stream)
-            if hidden:
+            if hidden and count_hidden:
                 print(f"    ({hidden} known-harmless TVM warnings hidden)", file=stream, flush=True)

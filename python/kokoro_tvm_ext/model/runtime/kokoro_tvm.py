@@ -13,7 +13,7 @@ from kokoro_tvm_ext.model.runtime.cpu_features import check_cpu
 from kokoro_tvm_ext.model.runtime.heap import release_free_memory
 from kokoro_tvm_ext.model.runtime.noise import make_noise
 from kokoro_tvm_ext.model.runtime.threads import set_num_threads
-from kokoro_tvm_ext.model.runtime.tvm_runtime import import_tvm
+from kokoro_tvm_ext.model.runtime.tvm_runtime import import_tvm, load_vm
 from kokoro_tvm_ext.model.runtime.weights import WEIGHTS, load_weights
 from kokoro_tvm_ext.model.spec import BOUNDARY_ID, STYLE_DIM, add_boundary_ids, strip_boundary_ids
 
@@ -45,7 +45,6 @@ class KokoroTVM:
         else all cores. ``allocator``: ``"naive"`` (bounded memory for any mix of lengths) or TVM's
         ``"pooled"`` (keeps a buffer per distinct size: only for a fixed set of input lengths)."""
         tvm = import_tvm()
-        from tvm.runtime.vm import VirtualMachine
 
         if allocator not in ("naive", "pooled"):
             raise InvalidInputError(f"allocator must be 'naive' or 'pooled', got {allocator!r}")
@@ -67,8 +66,7 @@ class KokoroTVM:
         check_cpu(self.meta, self.out_dir)  # before any of its code can run
         if self.meta["lstm_impl"] == "plugin":
             import kokoro_tvm_ext._native  # noqa: F401  (registers the kernels the artifact calls)
-        lib = tvm.runtime.load_module(str(self.out_dir / LIBRARY))
-        self._vm = VirtualMachine(lib, tvm.cpu(), memory_cfg=allocator)
+        self._vm = load_vm(self.out_dir / LIBRARY, tvm, allocator)
         # Each function's weights, passed after its inputs (mapped from weights.bin, not copied).
         self._weights = load_weights(self.out_dir / WEIGHTS, self.meta["weights_index"], tvm)
         self._lock = threading.Lock()

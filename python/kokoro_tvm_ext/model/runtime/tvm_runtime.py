@@ -74,3 +74,15 @@ def compiler_available() -> bool:
     from tvm.base import _RUNTIME_ONLY
 
     return not _RUNTIME_ONLY
+
+
+def load_vm(library, tvm, memory_cfg: str | None = None):
+    """A Relax VM on the CPU for the compiled ``library`` (a path); TVM's per-constant load trace is kept
+    off stderr (plugin/native_log.py)."""
+    from tvm.runtime.vm import VirtualMachine
+
+    from kokoro_tvm_ext.plugin.native_log import quiet_harmless_warnings
+
+    with quiet_harmless_warnings(count_hidden=False):
+        module = tvm.runtime.load_module(str(library))
+        return VirtualMachine(module, tvm.cpu(), memory_cfg=memory_cfg)

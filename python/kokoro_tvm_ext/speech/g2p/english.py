@@ -229,7 +229,9 @@ def english_g2p(british: bool = False):
             self.fallback = _FallbackOnFirstUse(british)
             self.unk = ""
 
-    return OfflineG2P()
+    with warnings.catch_warnings():  # misaki's Lexicon reads its dictionaries with a deprecated importlib call
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return OfflineG2P()
 
 
 # spaCy's tokenizer peels suffixes (punctuation, emoji) off a whitespace-free run one at a time, each a
