@@ -31,7 +31,7 @@ def test_the_library_only_artifact_keeps_the_library_and_no_weights(small_artifa
     assert meta["checkpoint_weights"] == {"text_stage": 0, "audio_stage": 0}
     assert meta["weights_index"].keys() == compiled["weights_index"].keys()
     assert not any(meta["weights_index"].values())  # Kokoro's library has no constants of its own
-    assert (library / WEIGHTS).read_bytes() == bytes(64)  # one block of padding: numpy cannot map an empty file
+    assert (library / WEIGHTS).read_bytes() == b""  # Kokoro's library has no constants of its own
     assert meta["weights_fingerprint"] is None and not holds_checkpoint(meta) and holds_checkpoint(compiled)
     assert meta["token_embeddings"] == compiled["token_embeddings"]  # where they will be once bound
 

@@ -109,21 +109,30 @@ def bind_checkpoint(base: Path, state: dict, out: Path, weights_fingerprint: str
     vm = load_vm(base / LIBRARY, tvm)
     constants = library_constants(meta, load_weights(base / WEIGHTS, meta["weights_index"], tvm))
     weights = transformed_weights(vm, tvm, meta["checkpoint_inputs"], constants, state)
+    return write_artifact(
+        out,
+        base,
+        weights,
+        meta,
+        weights_fingerprint=weights_fingerprint,
+        checkpoint_weights={f: len(weights[f]) - len(constants.get(f, [])) for f in meta["checkpoint_inputs"]},
+    )
+
+
+def write_artifact(out: Path, base: Path, weights: dict, meta: dict, **fields) -> Path:
+    """``base``'s library (linked, or copied across file systems) with ``weights`` (function -> tensors) as an
+    artifact in ``out``, atomically; its meta.json is ``meta``'s compile-time fields with ``fields`` replacing
+    theirs (file sizes, hashes and digests recomputed)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         try:
             os.link(base / LIBRARY, tmp / LIBRARY)
-        except OSError:  # another file system
+        except OSError:
             shutil.copy2(base / LIBRARY, tmp / LIBRARY)
         index = write_weights(tmp / WEIGHTS, weights)
         record = {k: v for k, v in meta.items() if not k.startswith(("library_", "weights_", "field_", "format_"))}
-        record.update(
-            weights_index=index,
-            weights_fingerprint=weights_fingerprint,
-            checkpoint_weights={f: len(weights[f]) - len(constants.get(f, [])) for f in meta["checkpoint_inputs"]},
-        )
-        write_meta(tmp, record)
+        write_meta(tmp, {**record, "weights_index": index, **fields})
         if out.exists():
             shutil.rmtree(out)
         os.replace(tmp, out)
@@ -132,4 +141,4 @@ def bind_checkpoint(base: Path, state: dict, out: Path, weights_fingerprint: str
     return out
 
 
-__all__ = ["META", "bind_checkpoint", "checkpoint_problem", "transformed_weights", "weight_norm"]
+__all__ = ["META", "bind_checkpoint", "checkpoint_problem", "transformed_weights", "weight_norm", "write_artifact"]

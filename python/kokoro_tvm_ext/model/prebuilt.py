@@ -13,16 +13,13 @@ cache binds weights to it when this machine has compiled no library of its own.
 from __future__ import annotations
 
 import importlib.util
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from kokoro_tvm_ext.errors import ArtifactCorruptError, ArtifactError, UnsupportedCPUError
-from kokoro_tvm_ext.model.runtime.artifact import LIBRARY, load_checked_meta, read_meta, write_meta
+from kokoro_tvm_ext.model.runtime.artifact import LIBRARY, load_checked_meta, read_meta
 from kokoro_tvm_ext.model.runtime.cpu_features import check_cpu
-from kokoro_tvm_ext.model.runtime.weights import ALIGN, WEIGHTS, load_weights, write_weights
+from kokoro_tvm_ext.model.runtime.weights import WEIGHTS, load_weights
 
 PACKAGE = "kokoro_tvm_ext_artifacts"  # the companion wheel's import name
 DISTRIBUTION = "kokoro-tvm-ext-artifacts"
@@ -32,7 +29,7 @@ LEVELS = ("x86-64-v3", "x86-64-v4")
 
 def library_only(artifact: Path, out: Path) -> Path:
     """The library of ``artifact`` without its checkpoint's weights, written to ``out`` atomically."""
-    from kokoro_tvm_ext.model.checkpoint import library_constants
+    from kokoro_tvm_ext.model.checkpoint import library_constants, write_artifact
     from kokoro_tvm_ext.model.runtime.tvm_runtime import import_tvm
 
     artifact, out = Path(artifact), Path(out)
@@ -42,27 +39,14 @@ def library_only(artifact: Path, out: Path) -> Path:
             f"{artifact} was compiled with its weights built in: its library takes no checkpoint"
         )
     constants = library_constants(meta, load_weights(artifact / WEIGHTS, meta["weights_index"], import_tvm()))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        shutil.copy2(artifact / LIBRARY, tmp / LIBRARY)
-        index = write_weights(tmp / WEIGHTS, constants)
-        if (tmp / WEIGHTS).stat().st_size == 0:
-            # No constants: one block of padding, since numpy cannot map an empty file (binding maps it).
-            (tmp / WEIGHTS).write_bytes(bytes(ALIGN))
-        record = {k: v for k, v in meta.items() if not k.startswith(("library_", "weights_", "field_", "format_"))}
-        record.update(
-            weights_index=index,
-            weights_fingerprint=None,
-            checkpoint_weights={function: 0 for function in meta["checkpoint_inputs"]},
-        )
-        write_meta(tmp, record)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
+    return write_artifact(
+        out,
+        artifact,
+        constants,
+        meta,
+        weights_fingerprint=None,
+        checkpoint_weights={function: 0 for function in meta["checkpoint_inputs"]},
+    )
 
 
 def installed_prebuilt() -> list[Path]:
