@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -48,17 +47,11 @@ def compiled_level(level: str) -> Path:
     from kokoro_tvm_ext.model.adapters.model import build_kmodel
     from kokoro_tvm_ext.model.compile import compile_kokoro
     from kokoro_tvm_ext.model.config import load_config
+    from kokoro_tvm_ext.support.cache import atomic_directory
 
     print(f"==> {level}: compiling (a few minutes)", flush=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent if out.parent.is_dir() else None))
-    try:
+    with atomic_directory(out) as tmp:
         compile_kokoro(build_kmodel(load_config(), seed=0), tmp, target={"kind": "llvm", "mcpu": level})
-        out.parent.mkdir(parents=True, exist_ok=True)
-        if out.exists():
-            shutil.rmtree(out)
-        shutil.move(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 

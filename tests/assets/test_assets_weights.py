@@ -41,16 +41,17 @@ def offline(tmp_path_factory):
         yield root
 
 
+def without_torch(script: str, timeout: int) -> subprocess.CompletedProcess:
+    """``script`` in a fresh interpreter where ``import torch`` fails, as in a [speak] install."""
+    code = "import sys; sys.modules['torch'] = None\n" + script
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ, timeout=timeout)
+
+
 @pytest.fixture(scope="module")
 def rebuilt(offline):
     """The offline rebuild, made where ``import torch`` fails: numpy and onnx are enough."""
     start = time.perf_counter()
-    script = (
-        "import sys; sys.modules['torch'] = None\n"
-        "from kokoro_tvm_ext.speech.assets import weights\n"
-        "print(weights.resolve().path)\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=os.environ, timeout=300)
+    proc = without_torch("from kokoro_tvm_ext.speech.assets import weights\nprint(weights.resolve().path)\n", 300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "rebuilding them from the int8 ONNX model" in proc.stderr
     print(f"\n[assets] offline rebuild without torch: {time.perf_counter() - start:.1f} s", file=sys.stderr)
@@ -293,12 +294,7 @@ def test_resolution_order_argument_env_hf_cache(isolated, monkeypatch):
 
 def test_without_torch_the_hf_caches_pth_is_passed_over_with_a_note(isolated):
     snap = make_fake_hf_cache(isolated / "hf")
-    script = (
-        "import sys; sys.modules['torch'] = None\n"
-        "from kokoro_tvm_ext.speech.assets.weights import locate\n"
-        "print(locate().source)\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=os.environ, timeout=120)
+    proc = without_torch("from kokoro_tvm_ext.speech.assets.weights import locate\nprint(locate().source)\n", 120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip() == "onnx-rebuild"
     note = f"not using {snap / 'kokoro-v1_0.pth'} from the HuggingFace cache: reading a .pth needs PyTorch"

@@ -15,9 +15,7 @@ import fcntl
 import hashlib
 import importlib.util
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 # What decides the compiled code besides the weights: every file of the plugin and model
@@ -202,8 +200,9 @@ def _compile_into(out: Path, problem: str, make_model, lstm_impl, precision, wei
         print(f"kokoro-tvm: compiling Kokoro for this CPU (once; a few minutes) into {out}", file=sys.stderr)
     # Compiled into a temp dir beside the entry and renamed into place, so an
     # interrupted compile (Ctrl-C, a crash) never leaves a half-written entry.
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    from kokoro_tvm_ext.support.cache import atomic_directory
+
+    with atomic_directory(out) as tmp:
         compile_kokoro(
             make_model(),
             tmp,
@@ -212,8 +211,3 @@ def _compile_into(out: Path, problem: str, make_model, lstm_impl, precision, wei
             weights_fingerprint=weights_fingerprint,
             quiet=quiet,
         )
-        if out.exists():  # the damaged entry
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +25,7 @@ import numpy as np
 from kokoro_tvm_ext.errors import ArtifactCorruptError, CheckpointMismatchError
 from kokoro_tvm_ext.model.runtime.artifact import LIBRARY, META, load_checked_meta, write_meta
 from kokoro_tvm_ext.model.runtime.weights import WEIGHTS, load_weights, write_weights
+from kokoro_tvm_ext.support.cache import atomic_directory
 
 TRANSFORM_SUFFIX = "_transform_params"
 
@@ -123,9 +123,7 @@ def write_artifact(out: Path, base: Path, weights: dict, meta: dict, **fields) -
     """``base``'s library (linked, or copied across file systems) with ``weights`` (function -> tensors) as an
     artifact in ``out``, atomically; its meta.json is ``meta``'s compile-time fields with ``fields`` replacing
     theirs (file sizes, hashes and digests recomputed)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    with atomic_directory(out) as tmp:
         try:
             os.link(base / LIBRARY, tmp / LIBRARY)
         except OSError:
@@ -133,11 +131,6 @@ def write_artifact(out: Path, base: Path, weights: dict, meta: dict, **fields) -
         index = write_weights(tmp / WEIGHTS, weights)
         record = {k: v for k, v in meta.items() if not k.startswith(("library_", "weights_", "field_", "format_"))}
         write_meta(tmp, {**record, "weights_index": index, **fields})
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 

@@ -48,6 +48,24 @@ def atomic_write(path: Path | str, mode: str = "wb") -> Iterator[IO]:
         yield f
 
 
+@contextlib.contextmanager
+def atomic_directory(path: Path | str) -> Iterator[Path]:
+    """Fill a temp directory beside ``path``; when the block succeeds it replaces ``path`` (a directory
+    that was there is removed first), on any error it is removed and ``path`` is untouched."""
+    import shutil
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        yield tmp
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
