@@ -179,16 +179,13 @@ def _no_compiler(found) -> Exception:
 
 
 def _bind_into(out: Path, base: Path, checkpoint, weights_fingerprint, quiet) -> None:
-    import time
-
     from kokoro_tvm_ext.model.checkpoint import bind_checkpoint
+    from kokoro_tvm_ext.support.cache import Progress
 
-    started = time.perf_counter()
-    if not quiet:
-        print(f"kokoro-tvm: binding these weights to the compiled Kokoro in {base} (no compile)", file=sys.stderr)
-    bind_checkpoint(base, checkpoint(), out, weights_fingerprint)
-    if not quiet:
-        print(f"kokoro-tvm: weights bound in {time.perf_counter() - started:.1f}s", file=sys.stderr)
+    state = checkpoint()  # first: building the default weights reports its own steps
+    message = f"binding the weights to the compiled Kokoro in {base} (no compile)"
+    with contextlib.nullcontext() if quiet else Progress().step(message):
+        bind_checkpoint(base, state, out, weights_fingerprint)
 
 
 def _compile_into(out: Path, problem: str, make_model, lstm_impl, precision, weights_fingerprint, quiet) -> None:

@@ -8,9 +8,10 @@ that do not apply to us:
   negative base with an integer exponent (the stage-1 fidelity tests cover it).
 - ``Fast mode segfaults when there are out-of-bounds indices``: embedding
   lookups; ``KokoroTVM`` checks every token id before running.
-- ``Scope Loaded:``: TVM 0.27's VM loader logs this for each small tensor constant
-  of the library it loads (Kokoro's sine and STFT tables, 16 lines per load since
-  the weights became parameters); a trace of the load, not a problem.
+- ``Scope Loaded:`` / ``Scope Saving:``: TVM 0.27's VM logs this for each small
+  tensor constant of the library it loads or exports (Kokoro's sine and STFT
+  tables, 16 lines each time since the weights became parameters); a trace, not
+  a problem.
 
 Everything else TVM writes is passed through unchanged, after the block ends.
 """
@@ -26,6 +27,7 @@ HARMLESS = (
     "Detected pow(x, y) where y >= 3",
     "Fast mode segfaults when there are out-of-bounds indices",
     "Scope Loaded:",
+    "Scope Saving:",
 )
 
 

