@@ -268,7 +268,7 @@ def test_with_the_prebuilt_libraries_say_speaks_from_an_empty_cache(
     print(said.stderr)
     assert "Traceback" not in said.stderr and "compiling" not in said.stderr
     assert "rebuilding them from the int8 ONNX model" in said.stderr  # the offline weights, with numpy and onnx
-    assert re.search(r"binding these weights to the compiled Kokoro in .*kokoro_tvm_ext_artifacts", said.stderr)
+    assert re.search(r"binding the weights to the compiled Kokoro in .*kokoro_tvm_ext_artifacts", said.stderr)
     assert re.search(r"\(no compile\) \.\.\. done \(\d+\.\d s\)", said.stderr)
     timed = [line for line in said.stderr.splitlines() if re.search(r"\d+(\.\d+)?\s?s\b", line)]
     assert len(timed) >= 3, said.stderr  # each step says its time

@@ -195,8 +195,7 @@ class WeightPacker:
         if key not in self._packed_types:  # the packed layout's type, from packing zeros of this shape once
             sample = packer(*args, tvm.runtime.tensor(np.zeros(shape, dtype=dtype)))
             self._packed_types[key] = relax.TensorType([int(d) for d in sample.shape], str(sample.dtype))
-        fields = [relax.StringImm(a) if isinstance(a, str) else relax.PrimValue(a) for a in args]
-        call = relax.call_pure_packed(function, *fields, expr, ty_args=self._packed_types[key])
+        call = relax.call_pure_packed(function, *args, expr, ty_args=self._packed_types[key])  # str, int: converted
         return self.mutator.builder_.emit(call, "packed_weight")
 
     def _from_weights(self, expr) -> bool:
