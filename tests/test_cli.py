@@ -190,6 +190,24 @@ def test_ctrl_c_during_compile_leaves_no_cache_entry(spoken, cache_env, tmp_path
     assert not out.exists()
 
 
+def test_a_checkpoint_of_another_model_is_refused_by_name_before_binding(spoken, cache_env, tmp_path):
+    """A tensor KModel does not have (a larger fine-tune's head) is named; the library alone would ignore it."""
+    from safetensors.numpy import save_file
+
+    from kokoro_tvm_ext.speech.assets.checkpoint import read_checkpoint
+
+    (weights,) = Path(cache_env["KOKORO_TVM_CACHE"]).glob("weights/*.safetensors")
+    state = read_checkpoint(weights)
+    state["decoder.extra_head.weight"] = np.zeros((4, 4), np.float32)
+    save_file(state, str(tmp_path / "bigger.safetensors"))
+    out = tmp_path / "out.wav"
+    result = say(cache_env, "Hi.", "-o", str(out), "--weights", str(tmp_path / "bigger.safetensors"))
+    err = result.stderr.decode()
+    assert result.returncode == 3, err[-2000:]
+    assert "do not fit Kokoro-82M's KModel: unexpected 1 (decoder.extra_head.weight)" in err, err[-2000:]
+    assert "Traceback" not in err and "binding" not in err and not out.exists()
+
+
 # ---------------------------------------------------------------------------------------
 # Nine languages: one short sentence each, in a voice of that language
 
