@@ -104,8 +104,8 @@ def bind_checkpoint(base: Path, state: dict, out: Path, weights_fingerprint: str
     meta = load_checked_meta(base)
     if not meta["checkpoint_inputs"]:
         raise ArtifactCorruptError(f"{base} was compiled with its weights built in; it cannot take another checkpoint")
-    if meta["lstm_impl"] == "plugin":
-        import kokoro_tvm_ext._native  # noqa: F401  (the packing functions the transforms call)
+    import kokoro_tvm_ext._native  # noqa: F401  (the plugin's packers, which the transforms call whatever the LSTM)
+
     vm = load_vm(base / LIBRARY, tvm)
     constants = library_constants(meta, load_weights(base / WEIGHTS, meta["weights_index"], tvm))
     weights = transformed_weights(vm, tvm, meta["checkpoint_inputs"], constants, state)

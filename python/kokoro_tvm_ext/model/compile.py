@@ -205,8 +205,6 @@ def compile_kokoro(
             mod, target=tvm_target, relax_pipeline=cpu_pipeline(tvm_target, precision=precision, weights=constants)
         )
     step(f"writing {out_dir / LIBRARY} and {WEIGHTS} (this model's weights, transformed by the library)")
-    if lstm_impl == "tir":
-        import kokoro_tvm_ext._native  # noqa: F401  (the packing functions the transforms call)
     _check_no_weight_is_baked_in(constants, state)
     vm = tvm.runtime.vm.VirtualMachine(exe, tvm.cpu())
     weights = transformed_weights(vm, tvm, checkpoint_inputs, constants, state)
