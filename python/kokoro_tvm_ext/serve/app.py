@@ -16,7 +16,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from kokoro_tvm_ext.serve import errors
+from kokoro_tvm_ext.serve import errors, web
 from kokoro_tvm_ext.serve.errors import ApiError
 from kokoro_tvm_ext.serve.guard import GuardConfig, RequestGuard, context_of
 from kokoro_tvm_ext.serve.plan import Limits, plan_speech
@@ -132,4 +132,5 @@ def create_app(
         body = {"status": "healthy" if ok else "unavailable", "backend": speaker.model.name, "scheduler": stats}
         return JSONResponse(body, status_code=200 if ok else 503)
 
+    web.install(app)
     return app
