@@ -17,6 +17,7 @@ import numpy as np
 from kokoro_tvm_ext.book.plan import Unit, chunk_seed
 from kokoro_tvm_ext.errors import InvalidInputError
 from kokoro_tvm_ext.speech import Voice
+from kokoro_tvm_ext.speech.lexicon import Lexicon
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class Reading:
     voice: Voice  # its pack and language
     speed: float
     seed: int
+    lexicon: Lexicon | None = None  # the user's pronunciations (--lexicon)
 
 
 @dataclass
@@ -69,6 +71,7 @@ def render_unit(speaker, unit: Unit, reading: Reading) -> UnitAudio:
                 speed=reading.speed,
                 chunk_seeds=lambda k: chunk_seed(reading.seed, unit.chapter, unit.index, k),
                 pack_sentences=False,
+                lexicon=reading.lexicon,
             )
         except InvalidInputError:  # nothing pronounceable in this unit (a "* * *" paragraph)
             return UnitAudio(unit.key, np.zeros(0, np.int16), [], time.perf_counter() - start)

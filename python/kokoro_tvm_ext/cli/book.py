@@ -28,6 +28,7 @@ from kokoro_tvm_ext.cli.options import (
     artifact_path,
     check_model_arguments,
     check_voice_arguments,
+    lexicon,
 )
 from kokoro_tvm_ext.errors import InvalidInputError
 from kokoro_tvm_ext.speech.assets.voices import DEFAULT_VOICE
@@ -79,6 +80,18 @@ def _check(args):
     return output
 
 
+def _check_markup(book) -> None:
+    """Pause tags and inline pronunciations of every chapter, before any is spoken (a unit with an error
+    would otherwise be a silent one): the first bad one, named with its chapter."""
+    from kokoro_tvm_ext.speech.markup import parse_markup
+
+    for number, chapter in enumerate(book.chapters, 1):
+        try:
+            parse_markup(chapter.text)
+        except InvalidInputError as err:
+            raise InvalidInputError(f"chapter {number} ({chapter.title}): {err}") from None
+
+
 def run(args) -> int:
     from kokoro_tvm_ext.book.job import LocalExecutor, make_book
     from kokoro_tvm_ext.book.plan import UNIT_CHARS
@@ -91,13 +104,15 @@ def run(args) -> int:
     # line and an exit code in cli.main.
     output = _check(args)
     book = read_book(args.input)
+    _check_markup(book)
     voice = Voice.load(args.voice, args.lang)
+    user_lexicon = lexicon(args)
     if args.threads is not None and not args.ray:
         from kokoro_tvm_ext.model.runtime import set_num_threads
 
         set_num_threads(args.threads)  # before compiling: both pools start once
     artifact = artifact_path(args)
-    reading = Reading(voice, args.speed, args.seed)
+    reading = Reading(voice, args.speed, args.seed, user_lexicon)
     unit_chars = args.unit_chars or UNIT_CHARS
     settings = settings_key(
         voice=hashlib.sha256(voice.pack.tobytes()).hexdigest(),
@@ -105,6 +120,7 @@ def run(args) -> int:
         speed=args.speed,
         seed=args.seed,
         unit_chars=unit_chars,
+        **({"lexicon": user_lexicon.digest} if user_lexicon else {}),  # without one, the key is as before
         artifact=hashlib.sha256((artifact / "meta.json").read_bytes()).hexdigest(),
     )
     store = ChapterStore(output.path, settings)

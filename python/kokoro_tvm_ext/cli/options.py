@@ -25,12 +25,17 @@ def add_precision_argument(parser) -> None:
 
 
 def add_model_arguments(parser, threads_help: str = "threads to run on") -> None:
-    """--artifact, --weights, --precision, --threads."""
+    """--artifact, --weights, --precision, --threads, --lexicon."""
     parser.add_argument("--artifact", help="a compiled artifact directory (default: compile once and cache)")
     parser.add_argument("--weights", help="a Kokoro .pth state_dict (default: HF cache, else the offline rebuild)")
     add_precision_argument(parser)
     parser.add_argument(
         "--threads", type=int, metavar="N", help=f"{threads_help} (default: $TVM_NUM_THREADS, else every core)"
+    )
+    parser.add_argument(
+        "--lexicon",
+        metavar="FILE",
+        help="your pronunciations, over the G2P's: lines of language<TAB>word<TAB>phonemes (see docs/pronunciation.md)",
     )
 
 
@@ -50,6 +55,17 @@ def check_model_arguments(args) -> None:
         raise InvalidInputError(f"--threads must be at least 1, got {args.threads}")
     if args.artifact and not Path(args.artifact).expanduser().is_dir():
         raise ArtifactMissingError(f"--artifact {args.artifact}: no such directory")
+    lexicon(args)
+
+
+def lexicon(args):
+    """The --lexicon file read and checked (None without one): a malformed line is one InvalidInputError
+    naming file:line."""
+    if not getattr(args, "lexicon", None):
+        return None
+    from kokoro_tvm_ext.speech.lexicon import Lexicon
+
+    return Lexicon.load(args.lexicon)
 
 
 def check_voice_arguments(args) -> None:
@@ -79,4 +95,4 @@ def load_speaker(args):
         from kokoro_tvm_ext.model.runtime import set_num_threads
 
         set_num_threads(args.threads)  # before compiling: both thread pools start once
-    return Speaker.load(artifact_path(args))
+    return Speaker.load(artifact_path(args), lexicon=lexicon(args))

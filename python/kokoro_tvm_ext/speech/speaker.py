@@ -12,6 +12,10 @@ the Python API. A feature added here reaches all of them at once::
     for chunk in speaker.stream(long_text, "af_heart"):   # each chunk as soon as it is made
         play(chunk.audio)
 
+Text may carry inline pronunciations (``[Kokoro](/kˈOkəɹO/)``) and pause tags (``[pause:0.5s]``), see
+:mod:`.markup`; a :class:`~kokoro_tvm_ext.speech.lexicon.Lexicon` (``Speaker(..., lexicon=...)``) gives
+words' phonemes over the G2P. A pause is a planned chunk of silence, made without the model.
+
 Planning (G2P, chunking, tokens, style rows, noise seeds) is separate from running, so a server can plan
 a request before it queues, and batch the chunks of several requests (``SpeechPlan.chunks`` are the model's
 inputs). ``SpeechPlan.result`` turns a chunk's model output into a :class:`SpeechChunk` with its word
@@ -36,6 +40,8 @@ from kokoro_tvm_ext.speech.assets.voices import DEFAULT_VOICE, load_voice, style
 from kokoro_tvm_ext.speech.cancel import check_cancelled
 from kokoro_tvm_ext.speech.chunks import Chunk, chunk_words
 from kokoro_tvm_ext.speech.g2p import chunk_phonemes, language, phonemize_paragraphs, tokenize
+from kokoro_tvm_ext.speech.lexicon import Lexicon, load_lexicon
+from kokoro_tvm_ext.speech.markup import Pause, parse_markup, split_at_pauses
 from kokoro_tvm_ext.speech.text_checks import clean_text
 from kokoro_tvm_ext.speech.timestamps import WordTiming, word_timings
 
@@ -75,7 +81,8 @@ class Voice:
 @dataclass(frozen=True)
 class PlannedChunk:
     """One synthesis call's inputs: what the model takes (tokens, style, speed, seed) and what the
-    chunk says (its words, for timings; empty for phoneme input)."""
+    chunk says (its words, for timings; empty for phoneme input). A pause (``pause_samples`` > 0) is
+    that many samples of silence, with no tokens: ``Speaker.synthesize`` makes it without the model."""
 
     phonemes: str
     tokens: np.ndarray  # int64 ids without the boundary ids
@@ -83,6 +90,15 @@ class PlannedChunk:
     speed: float
     seed: int
     words: tuple = ()
+    pause_samples: int = 0
+
+    @classmethod
+    def pause(cls, samples: int) -> PlannedChunk:
+        return cls("", np.zeros(0, np.int64), np.zeros((1, STYLE_DIM), np.float32), 1.0, 0, (), samples)
+
+    @property
+    def is_pause(self) -> bool:
+        return self.pause_samples > 0
 
     @property
     def text(self) -> str:
@@ -118,7 +134,8 @@ class Speech:
 @dataclass
 class SpeechPlan:
     """A text's chunks, ready to synthesize. ``result`` attaches timings to a chunk's output; it must be
-    called for the chunks in order (each chunk's words start where the previous chunk's audio ended)."""
+    called for the chunks in order (each chunk's words start where the previous chunk's audio ended, a
+    pause's included)."""
 
     chunks: list[PlannedChunk]
     voice: Voice
@@ -145,9 +162,19 @@ class Speaker:
     durations)`` per item, ``sample_rate`` and ``max_tokens``: the compiled artifact (``KokoroTVM``) or
     the PyTorch reference (``model.adapters.reference.TorchKokoro``). Thread-safe as the model is."""
 
-    def __init__(self, model, *, vocab: dict[str, int] | None = None, voice_cache: int = 16):
+    def __init__(
+        self,
+        model,
+        *,
+        vocab: dict[str, int] | None = None,
+        voice_cache: int = 16,
+        lexicon: Lexicon | str | Path | None = None,
+    ):
+        """``lexicon``: a :class:`~kokoro_tvm_ext.speech.lexicon.Lexicon` or the path of a lexicon file,
+        whose words are spoken with its phonemes in every plan (unless a plan names its own)."""
         self.model = model
         self.vocab = vocab if vocab is not None else load_config()["vocab"]
+        self.lexicon = load_lexicon(lexicon, self.vocab)
         self.sample_rate = int(model.sample_rate)
         self.max_tokens = int(model.max_tokens)
         self._voices: OrderedDict[tuple[str, str | None], Voice] = OrderedDict()
@@ -163,20 +190,23 @@ class Speaker:
         precision: str = "fp32",
         threads: int | None = None,
         quiet: bool = False,
+        lexicon: Lexicon | str | Path | None = None,
     ) -> Speaker:
         """The artifact in ``artifact``, or the cached one for ``weights`` (a ``.safetensors`` or ``.pth``
         checkpoint; default: the HuggingFace cache, else the offline rebuild): on first use the weights are
-        bound to a cached compiled library (seconds), or compiled if there is none."""
+        bound to a cached compiled library (seconds), or compiled if there is none. ``lexicon``: as for
+        ``Speaker()``, read before anything slow."""
         from kokoro_tvm_ext.model.runtime import KokoroTVM, set_num_threads
         from kokoro_tvm_ext.speech.artifact import ensure_artifact
 
+        lexicon = load_lexicon(lexicon)  # a bad file is reported before a compile
         if threads is not None:
             set_num_threads(threads)  # before compiling: both thread pools start once
         if artifact is None:
             from kokoro_tvm_ext.speech.assets.weights import locate
 
             artifact = ensure_artifact(locate(weights), precision=precision, quiet=quiet)
-        return cls(KokoroTVM(artifact))
+        return cls(KokoroTVM(artifact), lexicon=lexicon)
 
     # -- voices ------------------------------------------------------------------------------
     def voice(self, voice: str | Voice = DEFAULT_VOICE, lang: str | None = None) -> Voice:
@@ -216,6 +246,7 @@ class Speaker:
         pack_sentences: bool = True,
         first_chunk_tokens: int | None = None,
         cancel: threading.Event | None = None,
+        lexicon: Lexicon | None = None,
     ) -> SpeechPlan:
         """Text (or ``phonemes``) -> chunks of at most ``max_tokens`` tokens. Paragraphs (blank lines) always
         end a chunk; ``pack_sentences`` packs whole sentences into a chunk up to the limit (else one sentence
@@ -223,7 +254,11 @@ class Speaker:
         at most that many tokens, so the first audio comes early. Chunk ``i`` gets noise seed ``seed + i``, or
         ``chunk_seeds(i)``. Every input error is raised here, before any synthesis. ``cancel``: an event a server
         sets when its client leaves; planning checks it between paragraphs and sentences (and inside long G2P
-        loops) and raises :class:`~kokoro_tvm_ext.errors.RequestCancelled` once it is set."""
+        loops) and raises :class:`~kokoro_tvm_ext.errors.RequestCancelled` once it is set.
+
+        Text markup: ``[word](/phonemes/)`` speaks the word with those phonemes; ``[pause:0.5s]`` is a chunk
+        of silence there (it ends the chunk before it, and takes no noise seed: the chunks around it get the
+        seeds they would get without it). ``lexicon`` replaces the speaker's for this plan."""
         check_cancelled(cancel)
         speed = _check_speed(speed)
         voice = self.voice(voice, lang)
@@ -237,22 +272,23 @@ class Speaker:
             text = clean_text(text)  # the one normalization and check of text, for every front end
             if voice.lang is None:
                 voice_language(voice.spec)  # raises: the language cannot be told from the name, give it
-            pieces = [
-                (c.phonemes, c.words)
-                for c in self._word_chunks(text, voice, pack_sentences, first_chunk_tokens, cancel)
-            ]
+            pieces = self._text_pieces(text, voice, pack_sentences, first_chunk_tokens, cancel, lexicon)
         seeds = chunk_seeds or (lambda i: seed + i)
-        tokenize("".join(p for p, _ in pieces), self.vocab)  # one UnknownPhonemeWarning for the whole text
+        tokenize("".join(p for p, _ in pieces if isinstance(p, str)), self.vocab)  # one warning for the whole text
         chunks = []
+        spoken = 0
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # not once more per chunk
             for phon, words in pieces:
                 check_cancelled(cancel)
+                if isinstance(phon, Pause):
+                    chunks.append(PlannedChunk.pause(phon.samples(self.sample_rate)))
+                    continue
                 tokens = np.array(tokenize(phon, self.vocab), np.int64)
                 if tokens.size:
-                    chunks.append(
-                        PlannedChunk(phon, tokens, style_for(voice.pack, tokens.size), speed, seeds(len(chunks)), words)
-                    )
+                    style = style_for(voice.pack, tokens.size)
+                    chunks.append(PlannedChunk(phon, tokens, style, speed, seeds(spoken), words))
+                    spoken += 1
         if not chunks:
             if phonemes is not None:
                 raise InvalidInputError(f"nothing to speak: no known phonemes in {phonemes[:40]!r}")
@@ -261,6 +297,24 @@ class Speaker:
                 "(is it in another language? choose one with --lang or a voice of that language)"
             )
         return SpeechPlan(chunks, voice, self.vocab, self.sample_rate)
+
+    def _text_pieces(self, text: str, voice: Voice, pack, first_chunk_tokens, cancel, lexicon) -> list[tuple]:
+        """(phonemes, words) per chunk of text, and (Pause, ()) per pause, in order."""
+        lexicon = lexicon if lexicon is not None else self.lexicon
+        segments = parse_markup(text, self.vocab)
+        if lexicon is not None:
+            segments = lexicon.apply(segments, voice.lang)
+        spans = split_at_pauses(segments)
+        if not spans:
+            raise InvalidInputError("text is empty")
+        pieces: list[tuple] = []
+        for span in spans:
+            if isinstance(span, Pause):
+                pieces.append((span, ()))
+                continue
+            first = first_chunk_tokens if not any(isinstance(p, str) for p, _ in pieces) else None
+            pieces += [(c.phonemes, c.words) for c in self._word_chunks(span, voice, pack, first, cancel)]
+        return pieces
 
     def _word_chunks(
         self, text, voice: Voice, pack: bool, first_chunk_tokens: int | None, cancel: threading.Event | None
@@ -283,10 +337,24 @@ class Speaker:
     def synthesize(self, chunks: Sequence[PlannedChunk]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """``(audio, durations)`` of each planned chunk, in order, each as soon as it is made; chunks of one plan
         or of several (the server batches requests' first chunks). Their text stages run batched; each chunk
-        equals its solo run."""
+        equals its solo run. A pause is its zeros (and no durations), without the model."""
+        spoken = [p for p in chunks if not p.is_pause]
+        if len(spoken) == len(chunks):
+            return self._model_batch(spoken)
+        return self._with_pauses(chunks, self._model_batch(spoken) if spoken else iter(()))
+
+    def _model_batch(self, chunks: Sequence[PlannedChunk]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         return self.model.iter_batch(
             [p.tokens for p in chunks], [p.style for p in chunks], [p.speed for p in chunks], [p.seed for p in chunks]
         )
+
+    @staticmethod
+    def _with_pauses(chunks: Sequence[PlannedChunk], spoken: Iterator) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for chunk in chunks:  # the spoken ones stay one batch, in one iterator; pauses go between in order
+            if chunk.is_pause:
+                yield np.zeros(chunk.pause_samples, np.float32), np.zeros(0, np.int64)
+            else:
+                yield next(spoken)
 
     def run(self, plan: SpeechPlan) -> Iterator[SpeechChunk]:
         """The plan's chunks with their word timings, each as soon as its audio is made."""

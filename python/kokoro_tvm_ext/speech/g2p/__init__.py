@@ -30,6 +30,7 @@ from kokoro_tvm_ext.speech.g2p.english import english_g2p
 from kokoro_tvm_ext.speech.g2p.languages import LANGUAGES, Language, known_languages_text, language, resolve_lang
 from kokoro_tvm_ext.speech.g2p.tokens import UnknownPhonemeWarning, count_tokens, default_vocab, tokenize
 from kokoro_tvm_ext.speech.g2p.words import Word, concat_paragraphs, join_words
+from kokoro_tvm_ext.speech.markup import Override, Pause, parse_markup, written_text
 from kokoro_tvm_ext.speech.text_checks import clean_text
 
 __all__ = [
@@ -66,8 +67,32 @@ def _check_text(text: str) -> str:
     return text
 
 
-def _paragraphs(text: str) -> list[str]:
-    return [" ".join(p.split()) for p in re.split(r"\n[ \t\r\f\v]*\n", text) if p.strip()]
+_BLANK_LINE = re.compile(r"\n[ \t\r\f\v]*\n")
+
+
+def _paragraphs(segments) -> list:
+    """Text and overrides -> paragraphs (blank lines and pauses end one), whitespace collapsed to single
+    spaces: a paragraph of plain text is a str (read as before), one with overrides a list of both."""
+    out: list[list] = [[]]
+    for seg in segments:
+        if isinstance(seg, Pause):
+            out.append([])
+        elif isinstance(seg, Override):
+            out[-1].append(seg)
+        else:
+            for i, part in enumerate(_BLANK_LINE.split(seg)):
+                if i:
+                    out.append([])
+                out[-1].append(re.sub(r"\s+", " ", part))
+    paragraphs = []
+    for para in out:
+        if not any(isinstance(s, Override) or s.strip() for s in para):
+            continue
+        if all(isinstance(s, str) for s in para):
+            paragraphs.append("".join(para).strip())
+        else:
+            paragraphs.append(para)
+    return paragraphs
 
 
 def _warn_if_foreign(text: str, lang: Language) -> None:
@@ -81,7 +106,8 @@ def _warn_if_foreign(text: str, lang: Language) -> None:
         )
 
 
-def _paragraph_words(paragraph: str, lang: Language, cancel: threading.Event | None = None) -> list[Word]:
+def _paragraph_words(paragraph, lang: Language, cancel: threading.Event | None = None) -> list[Word]:
+    """A paragraph (a str, or text and overrides) -> its Words."""
     if lang.g2p == "misaki-en":
         from kokoro_tvm_ext.speech.g2p import english
 
@@ -90,6 +116,10 @@ def _paragraph_words(paragraph: str, lang: Language, cancel: threading.Event | N
         from kokoro_tvm_ext.speech.g2p import espeak
 
         return espeak.paragraph_words(paragraph, lang.espeak_voice, cancel)
+    if not isinstance(paragraph, str):  # Japanese, Mandarin: the text between overrides, run by run
+        from kokoro_tvm_ext.speech.g2p.overrides import spliced_words
+
+        return spliced_words(paragraph, lambda text: _paragraph_words(text, lang, cancel), lang.spaced)
     if lang.g2p == "misaki-ja":
         from kokoro_tvm_ext.speech.g2p import japanese
 
@@ -108,7 +138,8 @@ def _read(paragraph: str, number: int, lang: Language, cancel: threading.Event |
         if not _raised_in_library(err):
             raise
         where = f"paragraph {number}"
-        for sentence in _SENTENCE.findall(paragraph):
+        sentences = _SENTENCE.findall(paragraph) if isinstance(paragraph, str) else []
+        for sentence in sentences:
             try:
                 _paragraph_words(sentence, lang, cancel)
             except Exception as again:  # noqa: BLE001
@@ -117,7 +148,7 @@ def _read(paragraph: str, number: int, lang: Language, cancel: threading.Event |
                     break
                 raise
         else:
-            where += f" ({_shorten(paragraph)!r})"
+            where += f" ({_shorten(paragraph if isinstance(paragraph, str) else written_text(paragraph))!r})"
         raise InvalidInputError(
             f"the {lang.name} G2P could not read {where}: {type(err).__name__} in {_library(err)}; "
             "rephrase or remove that part"
@@ -160,34 +191,46 @@ def _library(err: BaseException) -> str:
     return ""
 
 
-def _words_by_paragraph(text: str, lang: str, cancel: threading.Event | None = None) -> list[list[Word]]:
-    text = _check_text(text)
+def _words_by_paragraph(text, lang: str, cancel: threading.Event | None = None, lexicon=None) -> list[list[Word]]:
+    """``text``: a str (its markup is read here: overrides are spoken as given, a pause ends a paragraph) or
+    the segments :func:`~kokoro_tvm_ext.speech.markup.parse_markup` made of it."""
     info = language(lang)
-    _warn_if_foreign(text, info)
+    segments = parse_markup(_check_text(text)) if isinstance(text, str) else list(text)
+    if lexicon is not None:
+        segments = lexicon.apply(segments, info.code)
+    written = written_text(segments)
+    if not written.strip():
+        raise InvalidInputError("text is empty")
+    _warn_if_foreign(written, info)
     out = []
-    for number, p in enumerate(_paragraphs(text), 1):
+    for number, p in enumerate(_paragraphs(segments), 1):
         check_cancelled(cancel)
         out.append(_read(p, number, info, cancel))
     return out
 
 
-def phonemize_paragraphs(text: str, lang: str = "a", cancel: threading.Event | None = None) -> list[list[Word]]:
+def phonemize_paragraphs(
+    text, lang: str = "a", cancel: threading.Event | None = None, lexicon=None
+) -> list[list[Word]]:
     """Text -> its paragraphs' Words (blank lines separate paragraphs; empty ones are dropped). Raises
-    RequestCancelled between paragraphs (and inside long ones) once ``cancel`` is set."""
-    return [words for words in _words_by_paragraph(text, lang, cancel) if words]
+    RequestCancelled between paragraphs (and inside long ones) once ``cancel`` is set. ``text`` may hold
+    overrides (``[word](/phonemes/)``); ``lexicon`` (a :class:`~kokoro_tvm_ext.speech.lexicon.Lexicon`)
+    gives the phonemes of its words."""
+    return [words for words in _words_by_paragraph(text, lang, cancel, lexicon) if words]
 
 
-def phonemize_words(text: str, lang: str = "a") -> list[Word]:
+def phonemize_words(text: str, lang: str = "a", lexicon=None) -> list[Word]:
     """Text -> its Words (written word or punctuation mark, phonemes, space after), such that
     ``join_words(words).strip() == phonemize(text, lang)``. ``lang``: a one-letter code
     (``a``, ``f``, ...) or an alias (``en-us``, ``fr``, ...; see :mod:`.languages`)."""
-    return concat_paragraphs(_words_by_paragraph(text, lang))
+    return concat_paragraphs(_words_by_paragraph(text, lang, lexicon=lexicon))
 
 
-def phonemize(text: str, lang: str = "a") -> str:
+def phonemize(text: str, lang: str = "a", lexicon=None) -> str:
     """Text -> one Kokoro phoneme string (paragraphs joined by a space). Raises InvalidInputError for
-    empty text or an unknown language."""
-    return join_words(phonemize_words(text, lang)).strip()
+    empty text or an unknown language. Overrides (``[word](/phonemes/)``) and ``lexicon`` words are spoken
+    as given; a pause tag, which has no phonemes, separates paragraphs."""
+    return join_words(phonemize_words(text, lang, lexicon)).strip()
 
 
 def chunk_text(

@@ -240,10 +240,18 @@ MAX_RUN = 100
 _LONG_RUN = re.compile(rf"\S{{{MAX_RUN}}}(?=\S)")
 
 
-def paragraph_words(paragraph: str, lang: str = "a") -> list[Word]:
-    """One paragraph -> Words from misaki's tokens (``lang`` is ``a`` or ``b``)."""
+def paragraph_words(paragraph, lang: str = "a") -> list[Word]:
+    """One paragraph -> Words from misaki's tokens (``lang`` is ``a`` or ``b``). ``paragraph``: a str, or
+    text and overrides, which misaki reads itself in its own syntax (``[word](/phonemes/)``): it then
+    reads the words around an override knowing its phonemes (``the`` before a vowel)."""
     g2p = english_g2p(british=lang == "b")
-    paragraph = _LONG_RUN.sub(lambda run: run.group() + " ", paragraph)
+    if isinstance(paragraph, str):
+        paragraph = _LONG_RUN.sub(lambda run: run.group() + " ", paragraph)
+    else:
+        paragraph = "".join(
+            _LONG_RUN.sub(lambda run: run.group() + " ", s) if isinstance(s, str) else f"[{s.text}](/{s.phonemes}/)"
+            for s in paragraph
+        )
     with _lock:  # misaki keeps per-call state on its tokens; spaCy's vocab is shared
         _, tokens = g2p(paragraph)
         pieces = [(tk.text, tk.phonemes or "", bool(tk.whitespace)) for tk in tokens]

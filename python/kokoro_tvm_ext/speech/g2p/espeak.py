@@ -23,6 +23,7 @@ from functools import lru_cache
 
 from kokoro_tvm_ext.speech.cancel import check_cancelled
 from kokoro_tvm_ext.speech.g2p.words import Word, words_from_pieces
+from kokoro_tvm_ext.speech.markup import Override
 
 # phonemizer's punctuation marks (it keeps them with preserve_punctuation=True), after
 # EspeakG2P's own mapping of « » to curly quotes and back of ( ) to parentheses.
@@ -161,8 +162,25 @@ def _align(voice: str, written: list[str], spoken: list[str], cancel: threading.
     return out[::-1]
 
 
-def paragraph_words(paragraph: str, voice: str, cancel: threading.Event | None = None) -> list[Word]:
-    """One paragraph -> Words whose joined phonemes are EspeakG2P's output for it."""
+def paragraph_words(paragraph, voice: str, cancel: threading.Event | None = None) -> list[Word]:
+    """One paragraph -> Words whose joined phonemes are EspeakG2P's output for it. ``paragraph``: a str, or
+    text and overrides: espeak then reads the whole paragraph with each override's written words in place
+    (so its neighbours read exactly as without it) and the pieces of those words become the override's
+    phonemes; an override glued to a neighbouring word (``l'[homme](/ɔm/)``) is read between text runs."""
+    if isinstance(paragraph, str):
+        return words_from_pieces((t, p, s) for t, p, s, _ in _rows(paragraph, voice, cancel))
+    placed = _in_place(paragraph)
+    if placed is not None:
+        words = _replaced(*placed, voice, cancel)
+        if words is not None:
+            return words
+    from kokoro_tvm_ext.speech.g2p.overrides import spliced_words
+
+    return spliced_words(paragraph, lambda text: paragraph_words(text, voice, cancel), spaced=True)
+
+
+def _rows(paragraph: str, voice: str, cancel: threading.Event | None) -> list[list]:
+    """[text, phonemes, space_after, index of the written word or None] per Word of the paragraph."""
     phonemes = _phonemize(voice, paragraph)
     pieces = [_split_punctuation(p) for p in phonemes.split(" ")] if phonemes else []
     spoken = [i for i, parts in enumerate(pieces) if any(not punct for _, punct in parts)]
@@ -182,4 +200,47 @@ def paragraph_words(paragraph: str, voice: str, cancel: threading.Event | None =
                 out[-1][2] = space
                 continue
             out.append([part if w is None else written[w], part, space, w])
+    return out
+
+
+def _in_place(segments) -> tuple[str, dict[int, Override]] | None:
+    """The paragraph's text with the overrides' words in place, and which written words (by index) are
+    which override's; None when an override is glued to a neighbouring word or override."""
+    text, by_word = "", {}
+    for k, seg in enumerate(segments):
+        if isinstance(seg, str):
+            text += seg
+            continue
+        following = segments[k + 1] if k + 1 < len(segments) else ""
+        if isinstance(following, Override):
+            return None
+        glued = re.split(r"\s", text)[-1] + re.split(r"\s", following)[0]
+        own = len(_written_words(seg.text))
+        if not own or any(c not in PUNCTUATION for c in glued):
+            return None
+        first = len(_written_words(text))
+        by_word.update((first + i, seg) for i in range(own))
+        text += seg.text
+    return text, by_word
+
+
+def _replaced(text: str, by_word: dict[int, Override], voice: str, cancel) -> list[Word] | None:
+    """The paragraph's Words with each override's words made one Word with its phonemes; None when espeak
+    read nothing for an override's words (there is then no place to put it)."""
+    out: list[list] = []  # [text, phonemes, space_after, written index, Override or None (punctuation)]
+    for written, phonemes, space, w in _rows(text, voice, cancel):
+        override = by_word.get(w) if w is not None else None
+        if override is None:
+            out.append([written, phonemes, space, w])
+            continue
+        k = len(out)
+        while k and out[k - 1][3] is None:
+            k -= 1
+        if k and out[k - 1][3] is override:  # its next word: already spoken, with what came between
+            del out[k:]
+            out[-1][2] = space
+            continue
+        out.append([override.text, override.phonemes, space, override])
+    if len({id(r[3]) for r in out if isinstance(r[3], Override)}) != len({id(o) for o in by_word.values()}):
+        return None
     return words_from_pieces((t, p, s) for t, p, s, _ in out)

@@ -32,6 +32,7 @@ class Language:
     g2p: str  # "misaki-en", "espeak", "misaki-ja" or "misaki-zh"
     espeak_voice: str | None = None  # the espeak-ng language KPipeline passes to EspeakG2P
     script: str = LATIN_EXTENDED  # the characters its G2P reads
+    spaced: bool = True  # written with spaces between words (lexicon entries match whole words)
 
     @property
     def tag(self) -> str:
@@ -45,9 +46,9 @@ LANGUAGES: tuple[Language, ...] = (
     Language("f", "French", ("fr", "fr-fr"), "espeak", "fr-fr"),
     Language("h", "Hindi", ("hi",), "espeak", "hi", script=DEVANAGARI),
     Language("i", "Italian", ("it",), "espeak", "it"),
-    Language("j", "Japanese", ("ja",), "misaki-ja", script=JAPANESE),
+    Language("j", "Japanese", ("ja",), "misaki-ja", script=JAPANESE, spaced=False),
     Language("p", "Brazilian Portuguese", ("pt-br", "pt"), "espeak", "pt-br"),
-    Language("z", "Mandarin Chinese", ("zh", "zh-cn", "cmn"), "misaki-zh", script=HAN),
+    Language("z", "Mandarin Chinese", ("zh", "zh-cn", "cmn"), "misaki-zh", script=HAN, spaced=False),
 )
 BY_CODE = {lang.code: lang for lang in LANGUAGES}
 _LOOKUP = {key: lang for lang in LANGUAGES for key in (lang.code, *lang.aliases)}
