@@ -63,11 +63,18 @@ class FakeSpeaker:
 
 
 class FakeVoices:
-    def check(self, spec):
-        return [spec]
+    """Any voice exists; ``alloy`` is an alias of ``af_alloy``."""
+
+    aliases = {"alloy": "af_alloy"}
+
+    def choose(self, spec):
+        return self.aliases.get(spec, spec)
 
     def listing(self):
         return []
+
+    def alias_listing(self):
+        return [{"id": name, "voice": voice} for name, voice in self.aliases.items()]
 
 
 def free_port() -> int:

@@ -2,8 +2,16 @@
 
 Starts on the cached artifact (compiling it on the first start), warms the model up,
 then answers requests on one model shared by a chunk-level scheduler. Endpoints:
-POST /v1/audio/speech, POST /dev/captioned_speech, GET /v1/audio/voices,
-GET /v1/models, GET /health (200 once it can synthesize).
+POST /v1/audio/speech (stream_format "sse" for OpenAI's server-sent events; volume_multiplier),
+POST /dev/captioned_speech, POST /dev/phonemize, POST /dev/generate_from_phonemes,
+GET /v1/audio/voices (with the aliases), GET /v1/models, GET /health (200 once it can synthesize),
+GET /metrics (Prometheus), and a page to try the voices at /web.
+
+API keys: --api-key KEY (repeatable), --api-key-file FILE (one a line, '#' comments) or the environment
+variable KOKORO_TVM_API_KEYS (comma-separated); then every route but /health, /metrics and /web needs
+'Authorization: Bearer KEY' (401 otherwise). Prefer the file or the variable: flags show in `ps`.
+OpenAI's voice names (alloy, ash, ballad, coral, echo, fable, nova, onyx, sage, shimmer, verse, marin,
+cedar) are aliases of Kokoro voices; --voice-alias NAME=VOICE adds or changes one.
 
 Every request is bounded: its body (--max-body-bytes), the requests in flight per client and in
 all (--max-client-requests, --max-requests: 429 beyond), its time (--request-timeout: 504, or
@@ -13,7 +21,8 @@ what a client has read. Exposing the server beyond this machine: see docs/server
 
 Examples:
   kokoro-tvm serve                                   # http://127.0.0.1:8880
-  kokoro-tvm serve --host 0.0.0.0 --allowed-hosts tts.lan,192.168.1.5 --threads 2
+  kokoro-tvm serve --host 0.0.0.0 --allowed-hosts tts.lan,192.168.1.5 --threads 2 --api-key-file keys.txt
+  kokoro-tvm serve --voice-alias alloy=af_heart --voice-alias narrator=bm_george:0.7,bf_emma:0.3
   curl -s localhost:8880/v1/audio/speech -H 'Content-Type: application/json' \\
        -d '{"input": "Hello there.", "response_format": "wav"}' -o hello.wav"""
 
@@ -23,7 +32,9 @@ import sys
 
 from kokoro_tvm_ext.cli.options import add_model_arguments, check_model_arguments
 from kokoro_tvm_ext.errors import InvalidInputError, MissingAssetError
-from kokoro_tvm_ext.serve.hosts import default_allowed_hosts, parse_allowed_hosts
+from kokoro_tvm_ext.serve.auth import KEYS_ENV, collect_keys
+from kokoro_tvm_ext.serve.hosts import LOOPBACK_HOSTS, default_allowed_hosts, parse_allowed_hosts
+from kokoro_tvm_ext.serve.openai_voices import configured_aliases
 
 HELP = "serve an OpenAI-compatible speech API (streaming, word timestamps)"
 
@@ -103,6 +114,33 @@ def add_arguments(parser) -> None:
         "::1, and --host if it is one specific address",
     )
     parser.add_argument(
+        "--api-key",
+        action="append",
+        metavar="KEY",
+        help="a key clients must send as 'Authorization: Bearer KEY' (repeatable; any one is accepted). "
+        "/health, /metrics and /web stay open. Default: no key, unless --api-key-file or "
+        f"{KEYS_ENV} (comma-separated) gives some",
+    )
+    parser.add_argument(
+        "--api-key-file",
+        action="append",
+        metavar="FILE",
+        help="keys, one a line ('#' starts a comment); repeatable. Keeps keys out of `ps`",
+    )
+    parser.add_argument(
+        "--voice-alias",
+        action="append",
+        metavar="NAME=VOICE",
+        help="answer the voice NAME with VOICE (a voice or a blend such as af_heart:0.6,am_adam:0.4); "
+        "repeatable. OpenAI's voice names are aliases by default (GET /v1/audio/voices lists them)",
+    )
+    parser.add_argument(
+        "--voice-aliases",
+        action="append",
+        metavar="FILE",
+        help="aliases from FILE, one NAME=VOICE a line ('#' comments); --voice-alias wins over it",
+    )
+    parser.add_argument(
         "--log-level",
         default="warning",
         choices=("debug", "info", "warning", "error"),
@@ -126,7 +164,32 @@ def _check(args) -> None:
         raise InvalidInputError(f"--request-timeout must be a positive number of seconds, got {args.request_timeout}")
     if args.allowed_hosts is not None:
         parse_allowed_hosts(args.allowed_hosts)
+    collect_keys(args.api_key, args.api_key_file)
+    configured_aliases(args.voice_alias, args.voice_aliases)
     check_model_arguments(args)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a bind address) is reachable from this machine only."""
+    import ipaddress
+
+    host = host.strip().strip("[]").lower()
+    if host in LOOPBACK_HOSTS:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve to any interface
+
+
+def voice_book(args):
+    """The voices and their aliases; the operator's aliases checked against the installed voices."""
+    from kokoro_tvm_ext.serve.voices import VoiceBook
+
+    aliases, given = configured_aliases(args.voice_alias, args.voice_aliases)
+    book = VoiceBook(aliases)
+    book.check_aliases(given)
+    return book
 
 
 def guard_config(args):
@@ -142,6 +205,7 @@ def guard_config(args):
         max_client_requests=args.max_client_requests,
         request_timeout=args.request_timeout,
         allowed_hosts=hosts,
+        api_keys=collect_keys(args.api_key, args.api_key_file),
     )
 
 
@@ -164,6 +228,7 @@ def run(args) -> int:
     try:
         import av  # noqa: F401
         import fastapi  # noqa: F401
+        import prometheus_client  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError as err:
         raise MissingAssetError(f"serving needs {err.name}: pip install 'kokoro-tvm-ext[serve]'") from None
@@ -173,15 +238,26 @@ def run(args) -> int:
     from kokoro_tvm_ext.serve.plan import Limits
 
     guard = guard_config(args)
+    voices = voice_book(args)
+    if not guard.api_keys and not is_loopback(args.host):
+        print(
+            f"kokoro-tvm serve: WARNING: listening on {args.host} WITHOUT an API key: anyone who can reach this "
+            "address can use the server. Give --api-key-file FILE (or --api-key, or "
+            f"{KEYS_ENV}), or listen on 127.0.0.1 behind a proxy that checks clients",
+            file=sys.stderr,
+        )
     print(f"kokoro-tvm serve: loading the {args.backend} backend", file=sys.stderr)
     speaker = load_speaker(args)
     speaker.warm_up()
     limits = Limits(
         max_input_chars=args.max_input_chars, max_tokens=speaker.max_tokens, first_chunk_tokens=args.first_chunk_tokens
     )
-    app = create_app(speaker, limits=limits, guard=guard, max_batch=args.max_batch)
+    app = create_app(speaker, voices=voices, limits=limits, guard=guard, max_batch=args.max_batch)
     print(f"kokoro-tvm serve: listening on http://{args.host}:{args.port}", file=sys.stderr)
     if "*" not in guard.allowed_hosts:
         print(f"kokoro-tvm serve: answering requests for hosts {', '.join(guard.allowed_hosts)}", file=sys.stderr)
+    if guard.api_keys:
+        count = len(guard.api_keys)
+        print(f"kokoro-tvm serve: {count} API key{'s' if count > 1 else ''}; requests need one", file=sys.stderr)
     listen.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0

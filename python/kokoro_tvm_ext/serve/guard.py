@@ -1,13 +1,14 @@
 """Every HTTP request's way in and out, as one ASGI middleware around the app.
 
-In order: an id (``x-request-id`` on every response); the ``Host`` check (``hosts.py``); the body
-limit, first on ``Content-Length`` and then counting while it is read, before anything parses it;
-the in-flight limits for the speech routes (per client address and in all, 429); then the app,
-under the request's deadline and watched for its client leaving. Either ends the request at once:
-its planning stops (``RequestContext.cancel``, which ``Speaker.plan`` checks), its queued chunks are
-dropped (the streams it registered are cancelled), a response not yet started becomes a 504 (or
-nothing, for a client that left) and a started stream is cut. An unexpected exception is logged with
-the request id and answered with a 500 that holds only the id.
+In order: an id (``x-request-id`` on every response); the ``Host`` check (``hosts.py``); the API key
+(``auth.py``: 401 with ``WWW-Authenticate: Bearer``, when the server has keys); the body limit, first on
+``Content-Length`` and then counting while it is read, before anything parses it; the in-flight limits for
+the speech routes (per client address and in all, 429); then the app, under the request's deadline and
+watched for its client leaving. Either ends the request at once: its planning stops
+(``RequestContext.cancel``, which ``Speaker.plan`` checks), its queued chunks are dropped (the streams it
+registered are cancelled), a response not yet started becomes a 504 (or nothing, for a client that left)
+and a started stream is cut. An unexpected exception is logged with the request id and answered with a 500
+that holds only the id.
 
 The deadline is ``request_timeout`` seconds from arrival, moved later by the length of every chunk of
 audio handed to the response: a client that plays the stream in real time is never cut, one that
@@ -19,12 +20,14 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 import anyio
 from starlette.datastructures import Headers
 from starlette.requests import Request
 
+from kokoro_tvm_ext.serve.auth import ApiKeys
 from kokoro_tvm_ext.serve.errors import error_response
 from kokoro_tvm_ext.serve.hosts import TrustedHosts
 from kokoro_tvm_ext.serve.limits import BodyTooLarge, ClientLeft, InFlight, read_body, replay
@@ -39,13 +42,15 @@ DEADLINE, CLIENT_LEFT = "deadline", "client left"
 class GuardConfig:
     """The server's bounds on one request (``kokoro-tvm serve`` sets each from its flag of the same name).
     ``allowed_hosts``: ``("*",)`` answers any host; ``kokoro-tvm serve`` defaults to the loopback names
-    and its bind address (``hosts.default_allowed_hosts``)."""
+    and its bind address (``hosts.default_allowed_hosts``). ``api_keys``: the keys a request must bring as
+    ``Authorization: Bearer KEY`` (none: the server is open)."""
 
     max_body_bytes: int = 1 << 20
     max_requests: int = 64
     max_client_requests: int = 16
     request_timeout: float = 300.0
     allowed_hosts: tuple[str, ...] = ("*",)
+    api_keys: tuple[str, ...] = field(default=(), repr=False)  # never in a log line
 
 
 class RequestContext:
@@ -54,6 +59,7 @@ class RequestContext:
 
     def __init__(self, request_id: str, deadline: float):
         self.id = request_id
+        self.arrived = time.monotonic()
         self.deadline = deadline
         self.cancel = threading.Event()
         self.stopped: str | None = None  # DEADLINE or CLIENT_LEFT
@@ -116,6 +122,7 @@ class RequestGuard:
         self.config = config
         self.limited_paths = limited_paths
         self.hosts = TrustedHosts(config.allowed_hosts)
+        self.keys = ApiKeys(config.api_keys)
         self.in_flight = InFlight(config.max_requests, config.max_client_requests)
 
     async def __call__(self, scope, receive, send) -> None:
@@ -153,7 +160,7 @@ class RequestGuard:
                 self.in_flight.leave(client)
 
     def _refusal(self, scope) -> tuple | None:
-        """(status, message, code) for a request refused on its headers alone, or None."""
+        """(status, message, code[, headers]) for a request refused on its headers alone, or None."""
         headers = Headers(scope=scope)
         host = headers.get("host")
         if not self.hosts.allows(host):
@@ -165,6 +172,9 @@ class RequestGuard:
                 "--allowed-hosts NAME,... to add the names clients use",
                 "host_not_allowed",
             )
+        unauthorized = self.keys.refusal(scope["path"], headers.get("authorization"))
+        if unauthorized is not None:
+            return (401, *unauthorized, {"www-authenticate": "Bearer"})
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > self.config.max_body_bytes:
             return self._too_large(f"Content-Length is {int(length)} bytes")
@@ -178,9 +188,11 @@ class RequestGuard:
             "request_too_large",
         )
 
-    async def _answer(self, response: _Response, scope, receive, status, message, code, **extra) -> None:
+    async def _answer(
+        self, response: _Response, scope, receive, status, message, code, more_headers=None, **extra
+    ) -> None:
         """An error answer from the guard itself; the connection closes after it, as the body may be unread."""
-        headers = {"connection": "close", **extra.pop("headers", {})}
+        headers = {"connection": "close", **(more_headers or {}), **extra.pop("headers", {})}
         kind = extra.pop("type", "invalid_request_error" if status < 500 else "server_error")
         await error_response(status, message, type=kind, code=code, headers=headers)(scope, receive, response.emit)
 

@@ -1,4 +1,5 @@
-"""A request's text -> its speech plan (``Speaker.plan``), with every input error named by its request field.
+"""A request's text (or phonemes) -> its speech plan (``Speaker.plan``), with every input error named by its
+request field.
 
 Runs in a worker thread of the web app (G2P takes milliseconds to a second), before anything reaches the
 scheduler, so bad input never costs model time.
@@ -8,9 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from kokoro_tvm_ext.errors import InvalidInputError
-from kokoro_tvm_ext.model.spec import MAX_TOKENS
+from kokoro_tvm_ext.model.spec import MAX_TOKENS, STYLE_DIM, VOICE_PACK_ROWS
 from kokoro_tvm_ext.serve.errors import ApiError
+from kokoro_tvm_ext.speech import Voice, tokenize
 
 
 @dataclass(frozen=True)
@@ -30,21 +34,25 @@ def _about(param: str, work):
         raise
 
 
+def _check_length(text: str, param: str, limits: Limits) -> None:
+    if len(text) > limits.max_input_chars:
+        raise ApiError(
+            413,
+            f"{param} is {len(text)} characters, this server takes at most "
+            f"{limits.max_input_chars} per request (--max-input-chars); split the text",
+            param=param,
+            code="input_too_long",
+        )
+
+
 def plan_speech(
     speaker, text: str, voice: str, speed: float, lang_code: str | None, *, voices, limits: Limits, cancel=None
 ):
     """The request's ``SpeechPlan``: one sentence per chunk, the first cut early so its audio comes soon.
     ``cancel``: a ``threading.Event`` that stops the planning (RequestCancelled) once set."""
-    if len(text) > limits.max_input_chars:
-        raise ApiError(
-            413,
-            f"input is {len(text)} characters, this server takes at most "
-            f"{limits.max_input_chars} per request (--max-input-chars); split the text",
-            param="input",
-            code="input_too_long",
-        )
-    _about("voice", lambda: voices.check(voice))
-    chosen = _about("lang_code" if lang_code is not None else "voice", lambda: speaker.voice(voice, lang_code))
+    _check_length(text, "input", limits)
+    spec = _about("voice", lambda: voices.choose(voice))
+    chosen = _about("lang_code" if lang_code is not None else "voice", lambda: speaker.voice(spec, lang_code))
     return _about(
         "input",
         lambda: speaker.plan(
@@ -56,3 +64,23 @@ def plan_speech(
             cancel=cancel,
         ),
     )
+
+
+def plan_phonemes(speaker, phonemes: str, voice: str, speed: float, *, voices, limits: Limits, cancel=None):
+    """The plan of Kokoro phonemes as given (chunks of at most ``max_tokens`` tokens)."""
+    _check_length(phonemes, "phonemes", limits)
+    spec = _about("voice", lambda: voices.choose(voice))
+    chosen = _about("voice", lambda: speaker.voice(spec))
+    return _about("phonemes", lambda: speaker.plan(phonemes=phonemes, voice=chosen, speed=speed, cancel=cancel))
+
+
+def phonemize(speaker, text: str, language: str, *, limits: Limits, cancel=None) -> dict:
+    """``{"phonemes", "tokens"}`` of ``text`` read in ``language``: what ``Speaker.plan`` gives the model, its
+    chunks' phonemes joined by a space (as ``speech.phonemize`` joins sentences). No voice pack is needed: a
+    silent style stands in for one."""
+    _check_length(text, "text", limits)
+    silent = np.zeros((VOICE_PACK_ROWS, 1, STYLE_DIM), np.float32)
+    reader = _about("language", lambda: Voice("phonemize", silent, None).with_lang(language))
+    plan = _about("text", lambda: speaker.plan(text, reader, pack_sentences=True, cancel=cancel))
+    phonemes = " ".join(chunk.phonemes for chunk in plan.chunks)
+    return {"phonemes": phonemes, "tokens": [int(t) for t in tokenize(phonemes, speaker.vocab)]}

@@ -10,21 +10,47 @@ from kokoro_tvm_ext.speech.assets.voices import DEFAULT_VOICE
 
 MODELS = ("kokoro", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 MIN_SPEED, MAX_SPEED = 0.25, 4.0
+MAX_VOLUME = 10.0
 Format = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]
 
 
-class SpeechRequest(BaseModel):
-    """``POST /v1/audio/speech``. Unknown fields (OpenAI's ``instructions``, ...) are ignored."""
+def _not_blank(value: str, field: str, what: str) -> str:
+    if not value.strip():
+        raise ValueError(f"{field} is empty: give the {what}")
+    return value
+
+
+class AudioOptions(BaseModel):
+    """What every audio endpoint takes besides its text: the voice and how the audio comes back.
+    Unknown fields (OpenAI's ``instructions``, ...) are ignored."""
 
     model_config = ConfigDict(extra="ignore")
 
-    model: str = "kokoro"
-    input: str
     voice: str = DEFAULT_VOICE
     response_format: Format = "mp3"
     speed: float = Field(1.0, ge=MIN_SPEED, le=MAX_SPEED)
     stream: bool = True
+    # Kokoro-FastAPI's: the samples are scaled by it before encoding (then clipped to [-1, 1]).
+    volume_multiplier: float = Field(1.0, gt=0.0, le=MAX_VOLUME)
+
+    @field_validator("voice", mode="before")
+    @classmethod
+    def _voice_object(cls, value):
+        """OpenAI's custom-voice object ``{"id": "..."}`` names a voice as its id."""
+        if isinstance(value, dict) and set(value) == {"id"}:
+            return value["id"]
+        return value
+
+
+class SpeechRequest(AudioOptions):
+    """``POST /v1/audio/speech``. ``stream_format``: ``audio`` (the encoded bytes, streamed unless ``stream`` is
+    false) or ``sse`` (OpenAI's server-sent events: ``speech.audio.delta`` with base64 audio, then
+    ``speech.audio.done``)."""
+
+    model: str = "kokoro"
+    input: str
     lang_code: str | None = None
+    stream_format: Literal["audio", "sse"] = "audio"
 
     @field_validator("model")
     @classmethod
@@ -36,12 +62,43 @@ class SpeechRequest(BaseModel):
     @field_validator("input")
     @classmethod
     def _not_empty(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("input is empty: give the text to speak")
-        return value
+        return _not_blank(value, "input", "text to speak")
 
 
 class CaptionedSpeechRequest(SpeechRequest):
-    """``POST /dev/captioned_speech``: the same plus ``return_timestamps``."""
+    """``POST /dev/captioned_speech``: the same plus ``return_timestamps`` (its stream is JSON lines, not SSE)."""
 
     return_timestamps: bool = True
+
+
+class PhonemizeRequest(BaseModel):
+    """``POST /dev/phonemize``: text -> the phonemes and token ids the model would get. ``language``: a code
+    (``a``, ``b``, ``f``, ...) or a name such as ``fr`` or ``en-gb``."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    text: str
+    language: str = "a"
+
+    @field_validator("text")
+    @classmethod
+    def _not_empty(cls, value: str) -> str:
+        return _not_blank(value, "text", "text to phonemize")
+
+    @field_validator("language")
+    @classmethod
+    def _language_given(cls, value: str) -> str:
+        return _not_blank(value, "language", "language code, such as a, b, f or en-gb").strip()
+
+
+class PhonemeSpeechRequest(AudioOptions):
+    """``POST /dev/generate_from_phonemes``: Kokoro phonemes (as ``/dev/phonemize`` gives them) -> audio.
+    WAV unless ``response_format`` says otherwise, as Kokoro-FastAPI answers."""
+
+    phonemes: str
+    response_format: Format = "wav"
+
+    @field_validator("phonemes")
+    @classmethod
+    def _not_empty(cls, value: str) -> str:
+        return _not_blank(value, "phonemes", "phonemes to speak (POST /dev/phonemize makes them from text)")

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import json
 
+import numpy as np
 from starlette.concurrency import run_in_threadpool
 
 from kokoro_tvm_ext.speech.encoders import make_encoder
@@ -23,16 +25,21 @@ class SynthesisError(RuntimeError):
 
 class ChunkStream:
     """A request's plan on the scheduler; iterating yields its ``SpeechChunk``s (audio and word timings) in order.
-    ``on_audio(seconds)`` is called with each chunk's length as it is taken (the guard's deadline moves by it)."""
+    ``on_audio(seconds)`` is called with each chunk's length as it is taken (the guard's deadline moves by it);
+    ``volume`` scales the samples (clipped to [-1, 1]); ``since``: the request's arrival (``time.monotonic()``),
+    where its time to first audio starts."""
 
-    def __init__(self, scheduler, plan, on_audio=None):
+    def __init__(self, scheduler, plan, on_audio=None, volume: float = 1.0, since: float | None = None):
         self._loop = asyncio.get_running_loop()
         self._queue: asyncio.Queue = asyncio.Queue()  # at most ``scheduler.ahead`` chunks wait in it
         self._scheduler = scheduler
         self._plan = plan
         self._on_audio = on_audio
+        self._volume = volume
         self.count = len(plan.chunks)
-        self.job = scheduler.submit(plan.chunks, self._deliver)
+        self.input_tokens = sum(len(c.tokens) for c in plan.chunks)
+        self.frames = 0  # the model's output frames so far (its durations' sum)
+        self.job = scheduler.submit(plan.chunks, self._deliver, since=since)
 
     def _deliver(self, index, result, error) -> None:  # on the scheduler's thread
         try:
@@ -47,6 +54,10 @@ class ChunkStream:
                 raise SynthesisError(f"synthesis failed on chunk {index}") from error
             chunk = self._plan.result(index, *result)
             self._scheduler.took(self.job, index + 1)
+            self.frames += int(np.sum(chunk.durations))
+            if self._volume != 1.0:
+                audio = np.clip(chunk.audio * np.float32(self._volume), -1.0, 1.0)
+                chunk = dataclasses.replace(chunk, audio=audio)
             if self._on_audio is not None:
                 self._on_audio(len(chunk.audio) / self._plan.sample_rate)
             yield chunk
@@ -73,6 +84,21 @@ async def audio_chunks(stream: ChunkStream, fmt: str, sample_rate: int):
     async for _, data in _encoded(stream, fmt, sample_rate):
         if data:
             yield data
+
+
+def _event(body: dict) -> str:
+    return f"data: {json.dumps(body)}\n\n"
+
+
+async def audio_events(stream: ChunkStream, fmt: str, sample_rate: int):
+    """OpenAI's ``stream_format: "sse"``: a ``speech.audio.delta`` event per encoded piece (its bytes in base64;
+    joined, they are the ``fmt`` file), then ``speech.audio.done`` with the usage: the phoneme tokens read and the
+    audio frames made (25 ms each at speed 1)."""
+    async for _, data in _encoded(stream, fmt, sample_rate):
+        if data:
+            yield _event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
+    usage = {"input_tokens": stream.input_tokens, "output_tokens": stream.frames}
+    yield _event({"type": "speech.audio.done", "usage": {**usage, "total_tokens": sum(usage.values())}})
 
 
 async def audio_whole(stream: ChunkStream, fmt: str, sample_rate: int) -> bytes:

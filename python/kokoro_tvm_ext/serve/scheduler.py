@@ -18,7 +18,8 @@ batch is not interrupted, so a batch of later chunks would hold back a first chu
 arriving meanwhile by several sentences, for a text stage worth ~6% of a chunk's time
 (measured: 0.21 s of 3.7 s for a 75-token sentence). Results go back through each
 job's ``deliver`` callback (called on the worker thread). ``cancel`` drops a job's remaining chunks, e.g. when
-its client disconnects; ``stats`` counts what was done and what was cancelled.
+its client disconnects; ``stats`` counts what was done and what was cancelled, and the audio made. An
+``observer`` (``metrics.Metrics``) is told each job's time to first audio and each chunk's synthesis time.
 
 Pacing: given ``ahead``, a job runs at most ``ahead`` chunks ahead of what its consumer has taken (``took``;
 the web app paces every job so, a caller that never calls ``took`` leaves ``ahead`` unset). A stream
@@ -39,8 +40,9 @@ log = logging.getLogger("kokoro_tvm_ext.serve")
 
 
 class Job:
-    def __init__(self, pieces: list, deliver, seq: int):
+    def __init__(self, pieces: list, deliver, seq: int, since: float):
         self.pieces = pieces
+        self.since = since  # time.monotonic() of the request's arrival: its time to first audio counts from it
         self.deliver = deliver  # deliver(index, (audio, durations) or None, error or None)
         self.seq = seq
         self.next = 0  # index of the next chunk to synthesize
@@ -63,9 +65,10 @@ class Job:
 
 
 class Scheduler:
-    def __init__(self, speaker, *, max_batch: int = 4, ahead: int | None = None):
+    def __init__(self, speaker, *, max_batch: int = 4, ahead: int | None = None, observer=None):
         """``speaker``: what synthesizes planned chunks (``Speaker.synthesize``) and its ``sample_rate``;
-        ``ahead``: chunks a job may have made and not yet taken by its consumer (None: no pacing)."""
+        ``ahead``: chunks a job may have made and not yet taken by its consumer (None: no pacing);
+        ``observer``: has ``observe_first_audio(seconds)`` and ``observe_chunk(seconds)``, called on the worker."""
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
         if ahead is not None and ahead < 1:
@@ -73,6 +76,7 @@ class Scheduler:
         self.speaker = speaker
         self.max_batch = max_batch
         self.ahead = ahead
+        self.observer = observer
         self._parked: set[Job] = set()
         self._heap: list[tuple] = []
         self._cv = threading.Condition()
@@ -86,19 +90,21 @@ class Scheduler:
             "chunks_cancelled": 0,
             "batches": 0,
             "errors": 0,
+            "audio_seconds": 0.0,
         }
         self._thread = threading.Thread(target=self._loop, name="kokoro-scheduler", daemon=True)
         self._thread.start()
 
     # -- called from the web app's threads ----------------------------------------------
-    def submit(self, pieces: list, deliver) -> Job:
-        """``pieces``: the chunks' model inputs (``speech.PlannedChunk``: tokens, style, speed, seed)."""
+    def submit(self, pieces: list, deliver, since: float | None = None) -> Job:
+        """``pieces``: the chunks' model inputs (``speech.PlannedChunk``: tokens, style, speed, seed);
+        ``since``: the ``time.monotonic()`` its request arrived (default: now)."""
         if not pieces:
             raise ValueError("a job needs at least one chunk")
         with self._cv:
             if self._stopping:
                 raise RuntimeError("the scheduler is stopped")
-            job = Job(pieces, deliver, next(self._seq))
+            job = Job(pieces, deliver, next(self._seq), time.monotonic() if since is None else since)
             self.stats["requests"] += 1
             self._push(job)
             self._cv.notify()
@@ -191,8 +197,10 @@ class Scheduler:
             done = 0
             try:
                 results = self.speaker.synthesize(pieces)
+                began = time.monotonic()
                 for job, result in zip(batch, results):
-                    self._chunk_done(job, result)
+                    self._chunk_done(job, result, time.monotonic() - began)
+                    began = time.monotonic()  # the next item's time starts after this one's hand-over
                     done += 1
             except Exception as err:
                 failed = batch[done:]
@@ -206,15 +214,20 @@ class Scheduler:
             with self._cv:
                 self.stats["batches"] += 1
 
-    def _chunk_done(self, job: Job, result) -> None:
-        """Account for one synthesized chunk, queue the job's next one, hand the audio over."""
+    def _chunk_done(self, job: Job, result, seconds: float) -> None:
+        """Account for one synthesized chunk (``seconds`` of model time), queue the job's next one, hand the
+        audio over."""
         index = job.next
+        first_audio = None
+        audio_seconds = len(result[0]) / self.speaker.sample_rate
         with self._cv:
             self.stats["chunks_done"] += 1
+            self.stats["audio_seconds"] += audio_seconds
             job.next += 1
             if job.first_audio_at is None:
                 job.first_audio_at = time.monotonic()
-            job.audio_seconds += len(result[0]) / self.speaker.sample_rate
+                first_audio = job.first_audio_at - job.since
+            job.audio_seconds += audio_seconds
             if job.cancelled:
                 self._retire_cancelled(job)
             elif job.remaining and self.ahead is not None and job.next >= job.taken + self.ahead:
@@ -226,5 +239,9 @@ class Scheduler:
             else:
                 job.finished = True
                 self.stats["requests_done"] += 1
+        if self.observer is not None:
+            self.observer.observe_chunk(seconds)
+            if first_audio is not None:
+                self.observer.observe_first_audio(first_audio)
         if not job.cancelled:
             self._deliver(job, index, result, None)
