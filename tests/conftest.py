@@ -55,7 +55,7 @@ def pytest_report_header(config):
     from kokoro_bench.local_ray import WRAPPER, in_loopback_namespace
 
     if not in_loopback_namespace():
-        return f"tests/book/test_ray_cluster.py is not collected here; run: {WRAPPER} python -m pytest tests/book"
+        return f"Ray cluster tests: in test_ray_in_loopback.py (alone: {WRAPPER} python -m pytest tests/book)"
 
 
 @pytest.fixture(scope="session")

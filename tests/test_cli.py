@@ -246,9 +246,9 @@ def torch_reference(cache_env):
     return weights, load_model(weights)
 
 
-# The float64 reference costs ~20 s a sentence, so it judges one language per G2P family
-# (misaki, espeak, Japanese, Chinese): the model is the same for all nine, only the tokens differ.
-FLOAT64_JUDGED = {"a", "f", "j", "z"}
+# The float64 reference costs ~20 s a sentence, so it judges one language: the model is the same for
+# all nine, only the tokens differ (tests/kokoro/test_pipeline.py judges the model against float64 too).
+FLOAT64_JUDGED = {"a"}
 
 
 def _error_stats(errors: dict) -> dict:
@@ -277,7 +277,7 @@ def test_each_language_speaks_and_matches_pytorch(spoken_languages, torch_refere
     assert len(ref_audio) == len(audio)  # the same tokens, so the same durations
     pcm_step = 1 / 32768
     if lang not in FLOAT64_JUDGED:
-        # Next to PyTorch float32: measured RMS 0.8-1.5e-3 and p99.9 0.7-1.4e-2 of the peak (both
+        # Next to PyTorch float32: measured RMS 0.8-1.9e-3 and p99.9 0.7-1.9e-2 of the peak (both
         # float32 runs flip a few harmonic phases, see below); wrong tokens or weights are ~1e-1.
         stats = _error_stats({"say-fp32": np.abs(audio - ref_audio)})
         peak = np.abs(ref_audio).max()

@@ -11,7 +11,7 @@ from kokoro_bench.local_ray import in_loopback_namespace
 
 RAY_TESTS = "test_ray_cluster.py"
 # The Ray cluster tests run only where loopback is the one network interface (see
-# benchmark/local_ray.py); scripts/test.sh runs them so, after the rest of the suite.
+# bench/kokoro_bench/local_ray.py); test_ray_in_loopback.py runs them so, as one test of the main run.
 collect_ignore = [] if in_loopback_namespace() else [RAY_TESTS]
 
 
