@@ -183,6 +183,8 @@ def test_a_pause_is_exact_silence_and_shifts_the_timings_after_it(small_artifact
     pause, the words after it exactly 1 s later; the server's batches (``synthesize``) keep pauses in order."""
     import numpy as np
 
+    from kokoro_tvm_ext.speech.subtitles import cues
+
     real = Speaker.load(small_artifact)
     before, after = "Hello there, my friend.", "See you [soon](/sˈun/)."
     speech = real.speak(f"{before} [pause:1s] {after}", "af_heart", speed=10.0, seed=3)
@@ -195,6 +197,11 @@ def test_a_pause_is_exact_silence_and_shifts_the_timings_after_it(small_artifact
     assert [w.word for w in later] == ["See", "you", "soon", "."]
     assert [w.start_time for w in later] == pytest.approx([w.start_time + 1 for w in second.words], abs=1e-9)
     assert [w.end_time for w in later] == pytest.approx([w.end_time + 1 for w in second.words], abs=1e-9)
+
+    # Subtitles read the text back, spaces included, across the pause and inside a sentence.
+    assert " ".join(text for _, _, text in cues(speech.words)) == "Hello there, my friend. See you soon."
+    cut = real.speak("Hello [pause:0.2s] from Kokoro.", "af_heart", speed=10.0)
+    assert [text for _, _, text in cues(cut.words)] == ["Hello from Kokoro."]
 
     plan = real.plan(f"[pause:0.5s] {before} [pause:1s]", "af_heart", speed=10.0, seed=3)
     out = list(real.synthesize(plan.chunks + plan.chunks[:1]))

@@ -214,10 +214,11 @@ def load_speaker(args):
     from kokoro_tvm_ext.speech import Speaker
 
     if args.backend == "torch":
+        from kokoro_tvm_ext.cli.options import lexicon
         from kokoro_tvm_ext.model.adapters.reference import TorchKokoro
         from kokoro_tvm_ext.speech import load_model
 
-        return Speaker(TorchKokoro(load_model(args.weights), num_threads=args.threads))
+        return Speaker(TorchKokoro(load_model(args.weights), num_threads=args.threads), lexicon=lexicon(args))
     from kokoro_tvm_ext.cli.options import load_speaker as load_compiled
 
     return load_compiled(args)

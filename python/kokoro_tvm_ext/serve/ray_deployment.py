@@ -26,14 +26,15 @@ def _serve():
     return serve
 
 
-def _asgi_builder(artifact: str, threads: int, max_batch: int):
-    """Called on each replica when it starts: load the artifact, warm it up, build the app."""
+def _asgi_builder(artifact: str, threads: int, max_batch: int, lexicon=None):
+    """Called on each replica when it starts: load the artifact, warm it up, build the app. ``lexicon``: a
+    loaded ``Lexicon`` (it pickles), so the replicas need no copy of its file."""
 
     def build():
         from kokoro_tvm_ext.serve.app import create_app
         from kokoro_tvm_ext.speech import Speaker
 
-        speaker = Speaker.load(artifact, threads=threads)
+        speaker = Speaker.load(artifact, threads=threads, lexicon=lexicon)
         speaker.warm_up()
         return create_app(speaker, max_batch=max_batch)
 
@@ -50,11 +51,16 @@ def build_app(
     threads: int = 1,
     max_batch: int = 4,
     max_ongoing_requests: int = 16,
+    lexicon: str | None = None,
 ):
     """A Ray Serve application: ``num_replicas`` fixed replicas, or autoscaling between
     ``min_replicas`` and ``max_replicas`` aiming at ``target_ongoing_requests`` per replica.
-    Each replica reserves ``threads`` CPUs and runs the model on that many threads."""
+    Each replica reserves ``threads`` CPUs and runs the model on that many threads. ``lexicon``: a
+    lexicon file (docs/pronunciation.md), read here, so a bad line fails the deployment before any replica."""
+    from kokoro_tvm_ext.speech.lexicon import load_lexicon
+
     serve = _serve()
+    lexicon = load_lexicon(lexicon)
     if num_replicas is not None and (min_replicas is not None or max_replicas is not None):
         raise InvalidInputError("give num_replicas or min_replicas/max_replicas, not both")
     if threads < 1:
@@ -74,7 +80,7 @@ def build_app(
         options["num_replicas"] = 1 if num_replicas is None else num_replicas
 
     @serve.deployment(name="kokoro-tvm", **options)
-    @serve.ingress(_asgi_builder(str(artifact), threads, max_batch))
+    @serve.ingress(_asgi_builder(str(artifact), threads, max_batch, lexicon))
     class KokoroSpeech:
         pass
 
@@ -86,10 +92,10 @@ def app_builder(args: dict):
     if "artifact" not in args:
         raise InvalidInputError("give artifact=DIR: a compiled artifact present on every node")
     ints = ("num_replicas", "min_replicas", "max_replicas", "threads", "max_batch", "max_ongoing_requests")
-    unknown = set(args) - {"artifact", "target_ongoing_requests", *ints}
+    unknown = set(args) - {"artifact", "target_ongoing_requests", "lexicon", *ints}
     if unknown:
         raise InvalidInputError(f"unknown argument(s) {', '.join(sorted(unknown))}")
     kwargs = {k: int(args[k]) for k in ints if k in args}
     if "target_ongoing_requests" in args:
         kwargs["target_ongoing_requests"] = float(args["target_ongoing_requests"])
-    return build_app(args["artifact"], **kwargs)
+    return build_app(args["artifact"], lexicon=args.get("lexicon"), **kwargs)

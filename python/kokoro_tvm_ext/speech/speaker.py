@@ -28,7 +28,7 @@ import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +40,7 @@ from kokoro_tvm_ext.speech.assets.voices import DEFAULT_VOICE, load_voice, style
 from kokoro_tvm_ext.speech.cancel import check_cancelled
 from kokoro_tvm_ext.speech.chunks import Chunk, chunk_words
 from kokoro_tvm_ext.speech.g2p import chunk_phonemes, language, phonemize_paragraphs, tokenize
+from kokoro_tvm_ext.speech.g2p.languages import BY_CODE
 from kokoro_tvm_ext.speech.lexicon import Lexicon, load_lexicon
 from kokoro_tvm_ext.speech.markup import Pause, parse_markup, split_at_pauses
 from kokoro_tvm_ext.speech.text_checks import clean_text
@@ -151,6 +152,9 @@ class SpeechPlan:
             if chunk.words
             else []
         )
+        if words and index < len(self.chunks) - 1 and self.voice.lang and BY_CODE[self.voice.lang].spaced:
+            # A chunk ends at a space of the text (a sentence, a clause, a pause): keep it for subtitles' text.
+            words[-1] = replace(words[-1], space_after=True)
         self._offset += len(audio) / self.sample_rate
         return SpeechChunk(index, audio, durations, words, start, chunk.text)
 
