@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from kokoro_tvm_ext.cli import book, demo, say, serve, voices, weights
+from kokoro_tvm_ext.cli import book, demo, say, serve, voices, weights, wyoming
 from kokoro_tvm_ext.cli import compile as compile_cmd
 from kokoro_tvm_ext.errors import KokoroError
 
@@ -19,6 +19,7 @@ COMMANDS = [
     ("serve", serve),
     ("book", book),
     ("weights", weights),
+    ("wyoming", wyoming),
 ]
 
 

@@ -1,0 +1,135 @@
+"""Speak for Home Assistant over the Wyoming protocol (its voice assistants' text-to-speech).
+
+Starts on the cached artifact (compiling it on the first start), warms the model up, then
+answers Wyoming clients: `describe` lists every voice with its language, `synthesize` streams
+16-bit 24 kHz mono PCM sentence by sentence, and the streaming events (synthesize-start /
+-chunk / -stop) speak each sentence as soon as its text has arrived. Requests share one model
+through the same chunk scheduler as `kokoro-tvm serve`.
+
+In Home Assistant: Settings > Devices & services > Add integration > Wyoming Protocol, with this
+machine's address and the port. Listening beyond this machine: --uri tcp://0.0.0.0:10200 (the
+protocol has no authentication; keep it on a trusted network). See docs/wyoming.md.
+
+Examples:
+  kokoro-tvm wyoming                                   # tcp://127.0.0.1:10200
+  kokoro-tvm wyoming --uri tcp://0.0.0.0:10200 --voice bf_emma --threads 2
+  kokoro-tvm wyoming --uri unix:///run/kokoro/wyoming.sock --speed 1.1"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+
+from kokoro_tvm_ext.cli.options import (
+    VOICE_HELP,
+    add_model_arguments,
+    check_model_arguments,
+    load_speaker,
+)
+from kokoro_tvm_ext.errors import InvalidInputError, MissingAssetError
+
+HELP = "speak for Home Assistant over the Wyoming protocol (streamed, every voice)"
+DEFAULT_URI = "tcp://127.0.0.1:10200"  # Wyoming's usual TTS port
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument(
+        "--uri",
+        default=DEFAULT_URI,
+        help="where to listen: tcp://HOST:PORT or unix://PATH (default: %(default)s)",
+    )
+    add_model_arguments(parser, threads_help="threads for the model")
+    from kokoro_tvm_ext.speech import DEFAULT_VOICE
+
+    parser.add_argument(
+        "--voice",
+        default=DEFAULT_VOICE,
+        help="the voice of a request that names none; a request naming only a language gets this voice if it "
+        "speaks it, else the first voice of that language. " + VOICE_HELP,
+    )
+    parser.add_argument(
+        "--speed", type=float, default=1.0, help="speaking rate of every request, 0.1 to 10 (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--max-input-chars",
+        type=int,
+        default=10_000,
+        metavar="N",
+        help="longest text of one request, streamed or not; longer gets an error event (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-clients",
+        type=int,
+        default=16,
+        metavar="N",
+        help="connections at once; one more gets an error event and is closed (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-batch",
+        type=int,
+        default=4,
+        metavar="N",
+        help="first chunks of different requests synthesized in one call (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--first-chunk-tokens",
+        type=int,
+        default=24,
+        metavar="N",
+        help="cut the first chunk after at most N phoneme tokens (whole words) so the first audio comes "
+        "early; 0 = the whole first clause (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--log-level",
+        default="warning",
+        choices=("debug", "info", "warning", "error"),
+        help="info also logs each refused request (default: %(default)s)",
+    )
+
+
+def _check(args) -> None:
+    from kokoro_tvm_ext.speech.speaker import MAX_SPEED, MIN_SPEED
+
+    if not MIN_SPEED <= args.speed <= MAX_SPEED:
+        raise InvalidInputError(f"--speed must be between {MIN_SPEED:g} and {MAX_SPEED:g}, got {args.speed}")
+    for flag in ("max_input_chars", "max_clients", "max_batch"):
+        if getattr(args, flag) < 1:
+            raise InvalidInputError(f"--{flag.replace('_', '-')} must be at least 1, got {getattr(args, flag)}")
+    if args.first_chunk_tokens < 0:
+        raise InvalidInputError(f"--first-chunk-tokens must be 0 or more, got {args.first_chunk_tokens}")
+    check_model_arguments(args)
+
+
+def run(args) -> int:
+    _check(args)
+    try:
+        from kokoro_tvm_ext.serve import wyoming
+    except ImportError as err:
+        raise MissingAssetError(
+            f"the Wyoming server needs the {err.name or 'wyoming'} package: pip install 'kokoro-tvm-ext[wyoming]'"
+        ) from None
+    from kokoro_tvm_ext.serve.scheduler import Scheduler
+
+    sock = wyoming.listen(args.uri)  # before the model loads: a bad URI or a busy port fails at once
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    print("kokoro-tvm wyoming: loading the model", file=sys.stderr)
+    speaker = load_speaker(args)
+    speaker.warm_up()
+    config = wyoming.WyomingConfig(
+        voice=args.voice,
+        speed=args.speed,
+        max_input_chars=args.max_input_chars,
+        max_clients=args.max_clients,
+        first_chunk_tokens=args.first_chunk_tokens,
+    )
+    scheduler = Scheduler(speaker, max_batch=args.max_batch, ahead=wyoming.CHUNKS_AHEAD)
+    service = wyoming.WyomingService(speaker, scheduler, config)
+    print(f"kokoro-tvm wyoming: listening on {wyoming.address_of(sock)}", file=sys.stderr, flush=True)
+    try:
+        asyncio.run(service.serve(sock))
+    except KeyboardInterrupt:
+        print("kokoro-tvm wyoming: stopped", file=sys.stderr)
+    finally:
+        scheduler.stop()
+    return 0
