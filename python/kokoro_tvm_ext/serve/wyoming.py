@@ -587,10 +587,16 @@ class WyomingThread:
         self.address = address_of(sock)
         self._loop = asyncio.new_event_loop()
         self._stop = asyncio.Event()
-        self._thread = threading.Thread(
-            target=self._loop.run_until_complete, args=(service.serve(sock, self._stop),), name="wyoming", daemon=True
-        )
+        self._thread = threading.Thread(target=self._run, args=(service, sock), name="wyoming", daemon=True)
         self._thread.start()
+
+    def _run(self, service: WyomingService, sock: socket.socket) -> None:
+        try:
+            self._loop.run_until_complete(service.serve(sock, self._stop))
+            self._loop.run_until_complete(self._loop.shutdown_default_executor())  # the planning threads
+        finally:
+            self._loop.close()
+            sock.close()
 
     def stop(self, timeout: float = 10.0) -> None:
         if self._thread.is_alive():
