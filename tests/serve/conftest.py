@@ -66,6 +66,9 @@ def running_server(artifact: Path, log_path: Path, env_overrides: dict | None = 
             "2000",
             "--log-level",
             "info",
+            # Home Assistant's protocol beside HTTP, on the same model (tests/serve/test_wyoming.py).
+            "--wyoming",
+            "tcp://127.0.0.1:0",
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -89,10 +92,23 @@ def running_server(artifact: Path, log_path: Path, env_overrides: dict | None = 
 
 
 @pytest.fixture(scope="session")
-def server_process(artifact, tmp_path_factory):
+def server_log(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("serve") / "server.log"
+
+
+@pytest.fixture(scope="session")
+def server_process(artifact, server_log):
     """A live server: (its process, its base URL)."""
-    with running_server(artifact, tmp_path_factory.mktemp("serve") / "server.log") as started:
+    with running_server(artifact, server_log) as started:
         yield started
+
+
+@pytest.fixture(scope="session")
+def server_wyoming(server_process, server_log) -> tuple[str, int]:
+    """(host, port) of the live server's Wyoming side (`serve --wyoming` on port 0; the log names the port)."""
+    address = server_log.read_text().split("Wyoming on tcp://")[1].split()[0]
+    host, port = address.rsplit(":", 1)
+    return host, int(port)
 
 
 @pytest.fixture(scope="session")

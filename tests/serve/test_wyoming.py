@@ -358,3 +358,19 @@ def test_without_the_wyoming_package_it_says_what_to_install(monkeypatch, capsys
     assert main(["wyoming", "--uri", "tcp://127.0.0.1:0", "--artifact", str(tmp_path)]) == 3
     err = capsys.readouterr().err
     assert "pip install 'kokoro-tvm-ext[wyoming]'" in err and err.count("\n") == 1, err
+
+
+def test_serve_with_wyoming_speaks_both_protocols_on_one_model(server, server_wyoming, speaker):
+    """`kokoro-tvm serve --wyoming`: a Wyoming request runs on the HTTP server's scheduler (its /health counts
+    it) and speaks as the Speaker does (at speed 1: the Wyoming side takes no speed flag here)."""
+    import httpx
+
+    text = "Hello there."
+    before = httpx.get(f"{server}/health", timeout=30).json()["scheduler"]["requests"]
+    events = asyncio.run(exchange(server_wyoming, Synthesize(text=text, voice=SynthesizeVoice(name=VOICE)).event()))
+    want = speaker.speak(text, VOICE, pack_sentences=False, first_chunk_tokens=24)
+    assert_same_audio(decoded(events), to_int16(want.audio))
+    assert httpx.get(f"{server}/health", timeout=30).json()["scheduler"]["requests"] == before + 1
+    assert (
+        httpx.post(f"{server}/v1/audio/speech", json={"input": "Hi.", "speed": SPEED}, timeout=120).status_code == 200
+    )

@@ -5,7 +5,8 @@ then answers requests on one model shared by a chunk-level scheduler. Endpoints:
 POST /v1/audio/speech (stream_format "sse" for OpenAI's server-sent events; volume_multiplier),
 POST /dev/captioned_speech, POST /dev/phonemize, POST /dev/generate_from_phonemes,
 GET /v1/audio/voices (with the aliases), GET /v1/models, GET /health (200 once it can synthesize),
-GET /metrics (Prometheus), and a page to try the voices at /web.
+GET /metrics (Prometheus), and a page to try the voices at /web. --wyoming URI also speaks Home
+Assistant's Wyoming protocol on the same model (see `kokoro-tvm wyoming --help`).
 
 API keys: --api-key KEY (repeatable), --api-key-file FILE (one a line, '#' comments) or the environment
 variable KOKORO_TVM_API_KEYS (comma-separated); then every route but /health, /metrics and /web needs
@@ -23,6 +24,7 @@ Examples:
   kokoro-tvm serve                                   # http://127.0.0.1:8880
   kokoro-tvm serve --host 0.0.0.0 --allowed-hosts tts.lan,192.168.1.5 --threads 2 --api-key-file keys.txt
   kokoro-tvm serve --voice-alias alloy=af_heart --voice-alias narrator=bm_george:0.7,bf_emma:0.3
+  kokoro-tvm serve --wyoming tcp://0.0.0.0:10200      # and Home Assistant's Wyoming on port 10200
   curl -s localhost:8880/v1/audio/speech -H 'Content-Type: application/json' \\
        -d '{"input": "Hello there.", "response_format": "wav"}' -o hello.wav"""
 
@@ -141,6 +143,12 @@ def add_arguments(parser) -> None:
         help="aliases from FILE, one NAME=VOICE a line ('#' comments); --voice-alias wins over it",
     )
     parser.add_argument(
+        "--wyoming",
+        metavar="URI",
+        help="also speak Home Assistant's Wyoming protocol on URI (tcp://HOST:PORT or unix://PATH; see "
+        "`kokoro-tvm wyoming`), on the same model. Wyoming has no keys: keep it on a trusted network",
+    )
+    parser.add_argument(
         "--log-level",
         default="warning",
         choices=("debug", "info", "warning", "error"),
@@ -247,6 +255,12 @@ def run(args) -> int:
             f"{KEYS_ENV}), or listen on 127.0.0.1 behind a proxy that checks clients",
             file=sys.stderr,
         )
+    wyoming = wyoming_socket = None
+    if args.wyoming:
+        from kokoro_tvm_ext.cli.wyoming import import_wyoming
+
+        wyoming = import_wyoming()
+        wyoming_socket = wyoming.listen(args.wyoming, "--wyoming")  # before the model loads: fails at once
     print(f"kokoro-tvm serve: loading the {args.backend} backend", file=sys.stderr)
     speaker = load_speaker(args)
     speaker.warm_up()
@@ -255,10 +269,21 @@ def run(args) -> int:
     )
     app = create_app(speaker, voices=voices, limits=limits, guard=guard, max_batch=args.max_batch)
     print(f"kokoro-tvm serve: listening on http://{args.host}:{args.port}", file=sys.stderr)
+    wyoming_thread = None
+    if wyoming is not None:
+        # The same model and scheduler: HTTP and Wyoming requests take turns chunk by chunk.
+        config = wyoming.WyomingConfig(max_input_chars=args.max_input_chars, first_chunk_tokens=args.first_chunk_tokens)
+        service = wyoming.WyomingService(speaker, app.state.scheduler, config)
+        wyoming_thread = wyoming.start_in_thread(service, wyoming_socket)
+        print(f"kokoro-tvm serve: Wyoming on {wyoming.address_of(wyoming_socket)}", file=sys.stderr)
     if "*" not in guard.allowed_hosts:
         print(f"kokoro-tvm serve: answering requests for hosts {', '.join(guard.allowed_hosts)}", file=sys.stderr)
     if guard.api_keys:
         count = len(guard.api_keys)
         print(f"kokoro-tvm serve: {count} API key{'s' if count > 1 else ''}; requests need one", file=sys.stderr)
-    listen.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    try:
+        listen.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    finally:
+        if wyoming_thread is not None:
+            wyoming_thread.stop()
     return 0

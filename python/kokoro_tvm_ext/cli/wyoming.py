@@ -101,14 +101,20 @@ def _check(args) -> None:
     check_model_arguments(args)
 
 
-def run(args) -> int:
-    _check(args)
+def import_wyoming():
+    """``kokoro_tvm_ext.serve.wyoming``, or a MissingAssetError naming the extra to install."""
     try:
         from kokoro_tvm_ext.serve import wyoming
     except ImportError as err:
         raise MissingAssetError(
             f"the Wyoming server needs the {err.name or 'wyoming'} package: pip install 'kokoro-tvm-ext[wyoming]'"
         ) from None
+    return wyoming
+
+
+def run(args) -> int:
+    _check(args)
+    wyoming = import_wyoming()
     from kokoro_tvm_ext.serve.scheduler import Scheduler
 
     sock = wyoming.listen(args.uri)  # before the model loads: a bad URI or a busy port fails at once

@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from kokoro_tvm_ext.serve import errors, web
+from kokoro_tvm_ext.serve.chunk_stream import ChunkStream
 from kokoro_tvm_ext.serve.errors import ApiError
 from kokoro_tvm_ext.serve.guard import GuardConfig, RequestGuard, context_of
 from kokoro_tvm_ext.serve.metrics import HttpMetrics, Metrics
@@ -32,7 +33,6 @@ from kokoro_tvm_ext.serve.requests import (
     SpeechRequest,
 )
 from kokoro_tvm_ext.serve.responses import (
-    ChunkStream,
     audio_chunks,
     audio_events,
     audio_whole,

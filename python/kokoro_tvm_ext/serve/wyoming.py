@@ -47,8 +47,10 @@ from wyoming.ping import Ping, Pong
 from wyoming.server import AsyncEventHandler, AsyncServer, AsyncTcpServer, AsyncUnixServer
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped
 
-from kokoro_tvm_ext.errors import InvalidInputError, KokoroError, RequestCancelled
+from kokoro_tvm_ext.errors import AssetError, InvalidInputError, KokoroError, RequestCancelled
+from kokoro_tvm_ext.serve.chunk_stream import ChunkStream, SynthesisError
 from kokoro_tvm_ext.speech import DEFAULT_VOICE, list_voices
+from kokoro_tvm_ext.speech.assets.voices import voice_language
 from kokoro_tvm_ext.speech.encoders import to_int16
 from kokoro_tvm_ext.speech.g2p.languages import BY_CODE, resolve_lang
 
@@ -174,20 +176,20 @@ def describe(version: str | None = None) -> Info:
     )
 
 
-def listen(uri: str) -> socket.socket:
+def listen(uri: str, flag: str = "--uri") -> socket.socket:
     """A listening socket for ``tcp://HOST:PORT`` (port 0: any free one) or ``unix://PATH``, bound now, so that a
     bad URI (InvalidInputError) or a port in use (OSError) is reported before the model loads."""
     try:
         parsed = AsyncServer.from_uri(uri)
     except ValueError as err:
-        raise InvalidInputError(f"--uri {uri!r}: {err} (for example {DEFAULT_URI})") from None
+        raise InvalidInputError(f"{flag} {uri!r}: {err} (for example {DEFAULT_URI})") from None
     if isinstance(parsed, AsyncTcpServer):
         try:
             family, _, _, _, address = socket.getaddrinfo(
                 parsed.host, parsed.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
             )[0]
         except socket.gaierror as err:
-            raise InvalidInputError(f"--uri {uri!r}: cannot resolve {parsed.host!r} ({err.strerror})") from None
+            raise InvalidInputError(f"{flag} {uri!r}: cannot resolve {parsed.host!r} ({err.strerror})") from None
         try:
             return socket.create_server(address, family=family)
         except OSError as err:
@@ -204,7 +206,7 @@ def listen(uri: str) -> socket.socket:
             sock.close()
             raise OSError(f"cannot listen on {uri}: {err.strerror or err}") from None
         return sock
-    raise InvalidInputError(f"--uri {uri!r}: give tcp://HOST:PORT or unix://PATH (for example {DEFAULT_URI})")
+    raise InvalidInputError(f"{flag} {uri!r}: give tcp://HOST:PORT or unix://PATH (for example {DEFAULT_URI})")
 
 
 def address_of(sock: socket.socket) -> str:
@@ -215,38 +217,11 @@ def address_of(sock: socket.socket) -> str:
     return f"tcp://[{host}]:{port}" if ":" in host else f"tcp://{host}:{port}"
 
 
-class SynthesisFailed(RuntimeError):
-    """The model failed on a chunk: a bug or a broken install (logged with its traceback)."""
-
-
-class _Scheduled:
-    """A plan's chunks on the scheduler, taken in order on the event loop (results come on the worker thread)."""
-
-    def __init__(self, scheduler, plan):
-        self._loop = asyncio.get_running_loop()
-        self._queue: asyncio.Queue = asyncio.Queue()
-        self.scheduler = scheduler
-        self.plan = plan
-        try:
-            self.job = scheduler.submit(plan.chunks, self._deliver)
-        except RuntimeError:  # stopped: the process is shutting down
-            raise InvalidInputError("the server is shutting down; try again in a moment") from None
-
-    def _deliver(self, index, result, error) -> None:
-        try:
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, (index, result, error))
-        except RuntimeError:  # the event loop is closed
-            pass
-
-    async def chunks(self):
-        for _ in self.plan.chunks:
-            index, result, error = await self._queue.get()
-            if error is not None:
-                raise SynthesisFailed(f"synthesis failed on chunk {index}") from error
-            yield index, self.plan.result(index, *result)
-
-    def cancel(self) -> None:
-        self.scheduler.cancel(self.job)
+def _submit(scheduler, plan) -> ChunkStream:
+    try:
+        return ChunkStream(scheduler, plan)
+    except RuntimeError:  # the scheduler has stopped: the process is shutting down
+        raise InvalidInputError("the server is shutting down; try again in a moment") from None
 
 
 class Utterance:
@@ -265,8 +240,8 @@ class Utterance:
         self.spoken_text = False  # whether any text with something to say was given
         self.failed = False
         self._texts: asyncio.Queue = asyncio.Queue()  # pieces to plan, in order; None at the end
-        self._plans: asyncio.Queue = asyncio.Queue()  # _Scheduled or an error, in order; None at the end
-        self._scheduled: list[_Scheduled] = []
+        self._plans: asyncio.Queue = asyncio.Queue()  # ChunkStreams or an error, in order; None at the end
+        self._scheduled: list[ChunkStream] = []
         self._cancel = threading.Event()  # stops a plan in progress
         self._planner = asyncio.create_task(self._plan_all())
         self._speaker = asyncio.create_task(self._speak_all())
@@ -324,19 +299,19 @@ class Utterance:
                     first_chunk_tokens=config.first_chunk_tokens if first else None,
                     cancel=self._cancel,
                 )
-                scheduled = _Scheduled(self.service.scheduler, plan)
+                scheduled = _submit(self.service.scheduler, plan)
             except RequestCancelled:
                 return
             except KokoroError as err:
                 self._plans.put_nowait(err)
                 return
             except Exception as err:  # noqa: BLE001 - a bug: said to the client, its traceback logged
-                failure = SynthesisFailed("planning the text failed")
+                failure = SynthesisError("planning the text failed")
                 failure.__cause__ = err
                 self._plans.put_nowait(failure)
                 return
             self._scheduled.append(scheduled)
-            planned += len(plan.chunks)
+            planned += sum(not chunk.is_pause for chunk in plan.chunks)  # a pause takes no seed
             self._plans.put_nowait(scheduled)
         self._plans.put_nowait(None)
 
@@ -349,23 +324,22 @@ class Utterance:
             while (item := await self._plans.get()) is not None:
                 if isinstance(item, Exception):
                     raise item
-                async for index, chunk in item.chunks():
+                async for chunk in item:
                     if not started:
                         await self.write(AudioStart(**fmt).event())
                         started = True
                     pcm = to_int16(chunk.audio)
                     for at in range(0, len(pcm), step):
                         await self.write(AudioChunk(audio=pcm[at : at + step].tobytes(), **fmt).event())
-                    self.service.scheduler.took(item.job, index + 1)  # paces the job to the socket
             await self.write(AudioStop().event())
             if self.streaming:
                 await self.write(SynthesizeStopped().event())
         except KokoroError as err:
             log.info("wyoming request refused: %s", err)
             await self._fail(Error(text=str(err), code=type(err).__name__))
-        except SynthesisFailed as err:
+        except SynthesisError as err:
             log.error("wyoming request failed: %s", err, exc_info=err.__cause__)
-            await self._fail(Error(text=f"{err} (see the server's log)", code="SynthesisFailed"))
+            await self._fail(Error(text=f"{err} (see the server's log)", code="SynthesisError"))
         except ConnectionError:
             self.cancel_scheduled()
         except asyncio.CancelledError:
@@ -516,9 +490,14 @@ class WyomingService:
         self._languages = {}  # one-letter code -> the voice that speaks it when only a language is asked for
         for v in list_voices():
             self._languages.setdefault(v.language, v.name)
-        self._default = self.speaker.voice(self.config.voice)  # an unknown default voice fails at the start
-        if self._default.lang:
-            self._languages[self._default.lang] = self.config.voice
+        try:
+            self._default = self.speaker.voice(self.config.voice)  # an unknown default voice fails at the start
+            default_lang = self._default.lang
+        except AssetError:  # its pack cannot be installed now: each request says so (the HTTP side does too)
+            self._default = None
+            default_lang = voice_language(self.config.voice)
+        if default_lang:
+            self._languages[default_lang] = self.config.voice
         self._clients = 0
         self._handlers: set[asyncio.Task] = set()
 
@@ -533,7 +512,7 @@ class WyomingService:
             if code not in self._languages:
                 raise InvalidInputError(f"no voice speaks {language!r}; `describe` lists the voices")
             return self.speaker.voice(self._languages[code])
-        return self._default
+        return self._default or self.speaker.voice(self.config.voice)
 
     @staticmethod
     def _language_code(language: str) -> str:
