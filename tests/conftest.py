@@ -15,21 +15,21 @@ TIERS = ("unit", "model", "integration")
 INTEGRATION = ("serve", "book", "test_cli.py", "test_wheel.py")
 # Fixtures that mean a compiled Kokoro (or its PyTorch reference) is in the test.
 MODEL_FIXTURES = {"small_artifact", "kokoro_model", "real_artifact", "bf16_artifact"}
-# The files that take longest, longest first (seconds in a fresh-clone CI run on 2 cores, 2026-11-26).
+# The files that take longest, longest first (seconds of a fresh-clone CI run on 2 cores, 2026-11-26).
 # The test command hands files to its two workers in this order, then the rest in collection order
 # (scripts/test.sh passes --no-loadscope-reorder; xdist's default, most tests first, started the
 # longest file near the end, leaving one core idle while it ran).
 LONGEST_FIRST = (
-    "test_cli.py",  # 570: the real weights' compile, nine languages against PyTorch
-    "test_wheel.py",  # 520: zig wheel and sdist builds, pip installs
-    "kokoro/test_bf16_mode.py",  # 265: the bf16 artifact's compile
-    "kokoro/test_pipeline.py",  # 190: the small artifact's compile
-    "kokoro/test_stage_decoder.py",  # 135
-    "runtime/test_soak.py",  # 135
-    "runtime/test_thread_safety.py",  # 95
-    "book/test_book.py",  # 60
-    "runtime/test_tokens.py",  # 50
-    "serve/test_concurrency.py",  # 45
+    "test_cli.py",  # ~330: the first say binds the real weights, nine languages against PyTorch and Whisper
+    "test_wheel.py",  # ~200: the zig wheel and sdist builds, installs with uv
+    "book/test_ray_in_loopback.py",  # ~120: two Ray nodes started and killed
+    "kokoro/test_stage_decoder.py",  # ~100: the decoder's export and compile
+    "kokoro/test_bf16_mode.py",  # ~95: the bf16 artifact's compile
+    "kernels/test_older_cpus.py",  # ~85: the kernels' cargo tests under qemu
+    "kokoro/test_pipeline.py",  # ~80
+    "runtime/test_thread_safety.py",  # ~60
+    "runtime/test_soak.py",  # ~50
+    "serve/test_concurrency.py",  # ~45
 )
 
 
