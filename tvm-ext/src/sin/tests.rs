@@ -29,8 +29,15 @@ fn max_error(lo: f32, hi: f32, step: u32) -> (f64, f32) {
 
 #[test]
 fn within_two_ulp_on_a_sample_of_the_fast_range() {
-    // Every 61st float up to the limit: ~1.8e7 points over all binades.
-    let (e, x) = max_error(0.0, FAST_LIMIT, 61);
+    // Every 61st float up to the limit: ~1.8e7 points over all binades. Under an emulated CPU
+    // (scripts/test-portability.sh sets TVM_EXT_EXPECT_ISA) every 997th, ~1.1e6 points: the
+    // emulation checks the fallback code, at a twentieth of the instructions.
+    let step = if std::env::var_os("TVM_EXT_EXPECT_ISA").is_some() {
+        997
+    } else {
+        61
+    };
+    let (e, x) = max_error(0.0, FAST_LIMIT, step);
     assert!(e <= 2.0, "{e} ulp at x = {x:e}");
 }
 

@@ -34,11 +34,19 @@ fn stored(vals: &[f32], shape: &[usize], permuted: bool) -> Owned<f32> {
     Owned::strided(buf, &shape_i, &st, 4)
 }
 
-/// The value of a row-major tensor of `shape` at the batch index `bi`
-/// (right-aligned to `batch`, broadcast) and matrix index `(r, c)`.
-fn at(vals: &[f32], shape: &[usize], batch: &[usize], bi: &[usize], r: usize, c: usize) -> f64 {
+/// The value of a row-major tensor of `shape` (with its `strides`, computed once by the caller: this runs
+/// in the reference's innermost loop) at the batch index `bi` (right-aligned to `batch`, broadcast) and
+/// matrix index `(r, c)`.
+fn at(
+    vals: &[f32],
+    shape: &[usize],
+    strides: &[usize],
+    batch: &[usize],
+    bi: &[usize],
+    r: usize,
+    c: usize,
+) -> f64 {
     let rank = shape.len();
-    let strides = row_major(shape);
     let skip = batch.len() - (rank - 2);
     let mut off = r * strides[rank - 2] + c * strides[rank - 1];
     for i in 0..rank - 2 {
@@ -90,6 +98,7 @@ fn check(x_shape: &[usize], y_shape: &[usize], trans_x: bool, trans_y: bool, per
         .call_packed(&args)
         .unwrap_or_else(|e| panic!("{what}: {}", e.message()));
     let bstr = row_major(&batch);
+    let (xst, yst) = (row_major(xs), row_major(ys));
     for b in 0..nb {
         let bi: Vec<usize> = (0..batch.len()).map(|i| b / bstr[i] % batch[i]).collect();
         for i in 0..m {
@@ -97,14 +106,14 @@ fn check(x_shape: &[usize], y_shape: &[usize], trans_x: bool, trans_y: bool, per
                 let (mut acc, mut mag) = (0.0f64, 0.0f64);
                 for l in 0..k {
                     let a = if trans_x {
-                        at(&xd, xs, &batch, &bi, l, i)
+                        at(&xd, xs, &xst, &batch, &bi, l, i)
                     } else {
-                        at(&xd, xs, &batch, &bi, i, l)
+                        at(&xd, xs, &xst, &batch, &bi, i, l)
                     };
                     let c = if trans_y {
-                        at(&yd, ys, &batch, &bi, j, l)
+                        at(&yd, ys, &yst, &batch, &bi, j, l)
                     } else {
-                        at(&yd, ys, &batch, &bi, l, j)
+                        at(&yd, ys, &yst, &batch, &bi, l, j)
                     };
                     acc += a * c;
                     mag += (a * c).abs();
