@@ -11,9 +11,14 @@ bash scripts/lint.sh
 
 step "cargo test"
 cargo test -p tvm-ext --release
-# The same tests on emulated older CPUs (tests/kernels/test_older_cpus.py, with qemu-user) and the Ray
-# cluster tests in a loopback-only network namespace (tests/book/test_ray_in_loopback.py) run as tests
-# of this run, so the workers share their minutes with the other files.
+if command -v qemu-x86_64 >/dev/null 2>&1; then
+    step "cargo test on emulated older CPUs"
+    bash scripts/test-portability.sh  # the same tests on emulated Haswell and Nehalem CPUs, ~15 s
+else
+    echo "==> skipping the older-CPU runs: install qemu-user (apt-get install qemu-user) to run them"
+fi
+# The Ray cluster tests need a loopback-only network namespace: tests/book/test_ray_in_loopback.py runs
+# them in one as a test of this run, so the workers share its minutes with the other files.
 step "pytest: every tier, one worker per core (a file's tests share a worker and its fixtures)"
 # A developer's fast tier alone: .venv/bin/python -m pytest -m unit
 python -m pytest -n auto --dist loadfile --no-loadscope-reorder --durations=60 "$@"
