@@ -14,7 +14,12 @@ if ! command -v "$QEMU" >/dev/null 2>&1; then
     exit 1
 fi
 # The build asks tvm-ffi-config (from apache-tvm-ffi) where libtvm_ffi is.
-if [ -x .venv/bin/tvm-ffi-config ]; then export PATH="$PWD/.venv/bin:$PATH"; fi
+# Added only when missing: the build scripts rerun on a changed PATH, and a PATH with it twice rebuilt the
+# test binary that scripts/test.sh's `cargo test` had just built (~45 s).
+case ":$PATH:" in
+    *":$PWD/.venv/bin:"*) ;;
+    *) if [ -x .venv/bin/tvm-ffi-config ]; then export PATH="$PWD/.venv/bin:$PATH"; fi ;;
+esac
 
 # The test binary of the tvm-ext crate, built as `cargo test --release` builds it.
 binary=$(cargo test -p tvm-ext --release --no-run --message-format=json 2>/dev/null |
