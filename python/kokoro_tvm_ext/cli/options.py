@@ -49,6 +49,32 @@ def add_voice_arguments(parser, default_voice: str) -> None:
     parser.add_argument("--seed", type=int, default=0, help="noise seed, for reproducible audio (default: %(default)s)")
 
 
+def add_scheduler_arguments(parser) -> None:
+    """--max-batch, --first-chunk-tokens: how the servers (HTTP, Wyoming) share the model among requests."""
+    parser.add_argument(
+        "--max-batch",
+        type=int,
+        default=4,
+        metavar="N",
+        help="first chunks of different requests synthesized in one call (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--first-chunk-tokens",
+        type=int,
+        default=24,
+        metavar="N",
+        help="cut the first chunk after at most N phoneme tokens (whole words) so the first "
+        "audio comes early; 0 = the whole first clause (default: %(default)s, ~1.5 s of speech)",
+    )
+
+
+def check_scheduler_arguments(args) -> None:
+    if args.max_batch < 1:
+        raise InvalidInputError(f"--max-batch must be at least 1, got {args.max_batch}")
+    if args.first_chunk_tokens < 0:
+        raise InvalidInputError(f"--first-chunk-tokens must be 0 or more, got {args.first_chunk_tokens}")
+
+
 def check_model_arguments(args) -> None:
     """Bad values of the model options, before any slow step."""
     if args.threads is not None and args.threads < 1:

@@ -32,7 +32,12 @@ from __future__ import annotations
 
 import sys
 
-from kokoro_tvm_ext.cli.options import add_model_arguments, check_model_arguments
+from kokoro_tvm_ext.cli.options import (
+    add_model_arguments,
+    add_scheduler_arguments,
+    check_model_arguments,
+    check_scheduler_arguments,
+)
 from kokoro_tvm_ext.errors import InvalidInputError, MissingAssetError
 from kokoro_tvm_ext.serve.auth import KEYS_ENV, collect_keys
 from kokoro_tvm_ext.serve.hosts import LOOPBACK_HOSTS, default_allowed_hosts, parse_allowed_hosts
@@ -58,21 +63,7 @@ def add_arguments(parser) -> None:
         default="tvm",
         help="tvm: the compiled artifact; torch: PyTorch eager KModel, for comparison (default: %(default)s)",
     )
-    parser.add_argument(
-        "--max-batch",
-        type=int,
-        default=4,
-        metavar="N",
-        help="first chunks of different requests synthesized in one call (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--first-chunk-tokens",
-        type=int,
-        default=24,
-        metavar="N",
-        help="cut the first chunk after at most N phoneme tokens (whole words) so the first "
-        "audio comes early; 0 = the whole first clause (default: %(default)s, ~1.5 s of speech)",
-    )
+    add_scheduler_arguments(parser)
     parser.add_argument(
         "--max-body-bytes",
         type=int,
@@ -161,10 +152,7 @@ def _check(args) -> None:
         raise InvalidInputError(f"--port must be 0..65535, got {args.port}")
     if args.max_input_chars < 1:
         raise InvalidInputError(f"--max-input-chars must be at least 1, got {args.max_input_chars}")
-    if args.max_batch < 1:
-        raise InvalidInputError(f"--max-batch must be at least 1, got {args.max_batch}")
-    if args.first_chunk_tokens < 0:
-        raise InvalidInputError(f"--first-chunk-tokens must be 0 or more, got {args.first_chunk_tokens}")
+    check_scheduler_arguments(args)
     for flag in ("max_body_bytes", "max_client_requests", "max_requests"):
         if getattr(args, flag) < 1:
             raise InvalidInputError(f"--{flag.replace('_', '-')} must be at least 1, got {getattr(args, flag)}")

@@ -24,7 +24,9 @@ import sys
 from kokoro_tvm_ext.cli.options import (
     VOICE_HELP,
     add_model_arguments,
+    add_scheduler_arguments,
     check_model_arguments,
+    check_scheduler_arguments,
     load_speaker,
 )
 from kokoro_tvm_ext.errors import InvalidInputError, MissingAssetError
@@ -65,21 +67,7 @@ def add_arguments(parser) -> None:
         metavar="N",
         help="connections at once; one more gets an error event and is closed (default: %(default)s)",
     )
-    parser.add_argument(
-        "--max-batch",
-        type=int,
-        default=4,
-        metavar="N",
-        help="first chunks of different requests synthesized in one call (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--first-chunk-tokens",
-        type=int,
-        default=24,
-        metavar="N",
-        help="cut the first chunk after at most N phoneme tokens (whole words) so the first audio comes "
-        "early; 0 = the whole first clause (default: %(default)s)",
-    )
+    add_scheduler_arguments(parser)
     parser.add_argument(
         "--log-level",
         default="warning",
@@ -93,11 +81,10 @@ def _check(args) -> None:
 
     if not MIN_SPEED <= args.speed <= MAX_SPEED:
         raise InvalidInputError(f"--speed must be between {MIN_SPEED:g} and {MAX_SPEED:g}, got {args.speed}")
-    for flag in ("max_input_chars", "max_clients", "max_batch"):
+    for flag in ("max_input_chars", "max_clients"):
         if getattr(args, flag) < 1:
             raise InvalidInputError(f"--{flag.replace('_', '-')} must be at least 1, got {getattr(args, flag)}")
-    if args.first_chunk_tokens < 0:
-        raise InvalidInputError(f"--first-chunk-tokens must be 0 or more, got {args.first_chunk_tokens}")
+    check_scheduler_arguments(args)
     check_model_arguments(args)
 
 
