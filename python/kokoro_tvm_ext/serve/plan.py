@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from kokoro_tvm_ext.errors import InvalidInputError
-from kokoro_tvm_ext.model.spec import MAX_TOKENS, STYLE_DIM, VOICE_PACK_ROWS
+from kokoro_tvm_ext.model.spec import MAX_TOKENS
 from kokoro_tvm_ext.serve.errors import ApiError
 from kokoro_tvm_ext.speech import Voice, tokenize
 
@@ -79,8 +77,7 @@ def phonemize(speaker, text: str, language: str, *, limits: Limits, cancel=None)
     chunks' phonemes joined by a space (as ``speech.phonemize`` joins sentences). No voice pack is needed: a
     silent style stands in for one."""
     _check_length(text, "text", limits)
-    silent = np.zeros((VOICE_PACK_ROWS, 1, STYLE_DIM), np.float32)
-    reader = _about("language", lambda: Voice("phonemize", silent, None).with_lang(language))
+    reader = _about("language", lambda: Voice.silent("phonemize", language))
     plan = _about("text", lambda: speaker.plan(text, reader, pack_sentences=True, cancel=cancel))
     phonemes = " ".join(chunk.phonemes for chunk in plan.chunks)
     return {"phonemes": phonemes, "tokens": [int(t) for t in tokenize(phonemes, speaker.vocab)]}

@@ -75,6 +75,12 @@ class Voice:
                 code = None  # text needs a language: plan() says to give one
         return cls(spec, pack, code)
 
+    @classmethod
+    def silent(cls, name: str, lang: str | None = None) -> Voice:
+        """An all-zero pack standing in for a voice where none is needed (warming up, phonemizing), so no pack
+        has to be installed; ``lang`` as for ``load``."""
+        return cls(name, np.zeros((VOICE_PACK_ROWS, 1, STYLE_DIM), np.float32), None).with_lang(lang)
+
     def with_lang(self, lang: str | None) -> Voice:
         return self if not lang else Voice(self.spec, self.pack, language(lang).code)
 
@@ -233,8 +239,7 @@ class Speaker:
         """Load the English G2P and start the thread pools with one short synthesis (before serving). A silent
         style stands in for a voice, so a server starts (and reports a missing voice pack per request) without
         any pack installed."""
-        silent = Voice("warm-up", np.zeros((VOICE_PACK_ROWS, 1, STYLE_DIM), np.float32), "a")
-        list(self.stream("Hello.", silent, speed=MAX_SPEED))
+        list(self.stream("Hello.", Voice.silent("warm-up", "a"), speed=MAX_SPEED))
 
     # -- planning ------------------------------------------------------------------------------
     def plan(
