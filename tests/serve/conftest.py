@@ -103,12 +103,17 @@ def server_process(artifact, server_log):
         yield started
 
 
-@pytest.fixture(scope="session")
-def server_wyoming(server_process, server_log) -> tuple[str, int]:
-    """(host, port) of the live server's Wyoming side (`serve --wyoming` on port 0; the log names the port)."""
-    address = server_log.read_text().split("Wyoming on tcp://")[1].split()[0]
+def tcp_address_in_log(log_path: Path, after: str) -> tuple[str, int]:
+    """(host, port) of the ``tcp://HOST:PORT`` a server logged after ``after`` (it listened on port 0)."""
+    address = log_path.read_text().split(f"{after} tcp://")[1].split()[0]
     host, port = address.rsplit(":", 1)
     return host, int(port)
+
+
+@pytest.fixture(scope="session")
+def server_wyoming(server_process, server_log) -> tuple[str, int]:
+    """(host, port) of the live server's Wyoming side (`serve --wyoming` on port 0)."""
+    return tcp_address_in_log(server_log, "Wyoming on")
 
 
 @pytest.fixture(scope="session")

@@ -20,6 +20,7 @@ import pytest
 
 pytest.importorskip("wyoming")
 
+from conftest import tcp_address_in_log  # noqa: E402
 from wyoming.audio import AudioChunk, AudioStart  # noqa: E402
 from wyoming.client import AsyncTcpClient  # noqa: E402
 from wyoming.event import Event, async_read_event  # noqa: E402
@@ -56,9 +57,7 @@ def wyoming_server(small_artifact, tmp_path_factory):
             if proc.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"kokoro-tvm wyoming did not start:\n{log_path.read_text()[-3000:]}")
             time.sleep(0.1)
-        address = log_path.read_text().split("listening on tcp://")[1].split()[0]
-        host, port = address.rsplit(":", 1)
-        yield host, int(port)
+        yield tcp_address_in_log(log_path, "listening on")
         assert proc.poll() is None, log_path.read_text()[-3000:]
         assert "Traceback" not in log_path.read_text(), log_path.read_text()[-3000:]  # no user error logs one
     finally:
