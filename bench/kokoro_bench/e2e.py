@@ -16,6 +16,13 @@ Rows:
   ort-int8       ONNX Runtime on the int8 export our offline weights come from
   ort-fp32       ONNX Runtime on that export with its quantization undone: the same
                  fp32 weights as every other row (see onnx_fp32.py)
+  kokoro-pi      kokoro-pi's float graph (its rewrites and fused Snake on that fp32 graph,
+                 its pinned ONNX Runtime), in a virtualenv of its own (venv_peers.py)
+  vox-tts        vox-tts's native engine, f32, converted by its build_kokoro from our
+                 weights, in a virtualenv of its own; it speaks the phonemes itself
+
+Every row runs at --threads and at 1 thread, the two processes one after the
+other for each text (skip the second with --no-single-thread).
 
 Text -> phonemes -> tokens (G2P) runs once, up front. Each system then runs in
 a fresh process that gets only those (the tvm rows with torch blocked from
@@ -43,7 +50,7 @@ import tempfile
 from pathlib import Path
 
 from kokoro_bench.timing import timed
-from kokoro_bench.workers import in_subprocess, job_main, peak_rss_mb
+from kokoro_bench.workers import in_subprocess, job_main, measure
 from kokoro_tvm_ext.model.spec import MAX_TOKENS, SAMPLE_RATE, add_boundary_ids
 from kokoro_tvm_ext.speech.assets.voices import DEFAULT_VOICE
 
@@ -66,6 +73,8 @@ SYSTEMS = [
     "openvino-bf16",
     "ort-int8",
     "ort-fp32",
+    "kokoro-pi",
+    "vox-tts",
 ]
 OURS = {"tvm": "fp32", "tvm-fast": "bf16"}  # row -> the artifact's precision
 ONNX_ROWS = {"ort-int8": "int8", "ort-fp32": "fp32", "openvino-fp32": "fp32", "openvino-bf16": "fp32"}
@@ -75,6 +84,9 @@ JSON_KEYS = (
     "seconds",
     "audio_seconds",
     "rtf",
+    "threads",
+    "single_thread_seconds",
+    "single_thread_rtf",
     "peak_rss_mb",
     "compile_seconds",
     "log_mel_l1",
@@ -103,6 +115,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-transcribe", action="store_true", help="skip the recognizer's word error rate (Whisper base, ~1 s/row)"
     )
+    parser.add_argument(
+        "--no-single-thread", action="store_true", help="skip the 1-thread column (each row runs once, not twice)"
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the rows to PATH as JSON")
 
 
@@ -126,19 +141,14 @@ def worker(job: dict) -> dict:
     except peers.Unavailable as err:
         return {**row, "unavailable": str(err)}
     setup = time.perf_counter() - start
-    first = peers.first_call_seconds(call)
-    seconds, audio = timed(call, repeat)
+    row.update(measure(call, repeat, SAMPLE_RATE, job.get("audio_out")))  # audio_out: the driver measures fidelity
+    first = row.pop("first_call_seconds")
     if system not in OURS and system != "torch":  # ours: compiled ahead of time, the artifact's meta says how long
-        row["compile_seconds"] = setup + max(first - seconds, 0.0)
+        row["compile_seconds"] = setup + max(first - row["seconds"], 0.0)
     if precision:
         row["note"] = f"precision {precision}"
-    audio = np.asarray(audio, np.float32).reshape(-1)
-    audio_seconds = audio.size / SAMPLE_RATE
-    row.update(seconds=seconds, audio_seconds=audio_seconds, rtf=seconds / audio_seconds, peak_rss_mb=peak_rss_mb())
     if stages:
         row["stages"] = stages()
-    if "audio_out" in job:  # the driver measures fidelity
-        np.save(job["audio_out"], audio)
     return row
 
 
@@ -224,8 +234,17 @@ def torch_stages(model, ids, ref_s) -> dict:
 
 
 def prepare(job: dict) -> dict:
-    """What a system's worker needs on disk: the compiled artifact, the ONNX file or the weights."""
+    """What a system's worker needs on disk: the compiled artifact, the ONNX file or the weights; for a
+    peer in a virtualenv of its own, its built model and where its worker runs (``python``, ``module``);
+    ``unavailable`` with the reason where the row cannot run here."""
+    from kokoro_bench import peers, venv_peers
     from kokoro_tvm_ext.speech import resolve
+
+    if job["system"] in venv_peers.PEERS:
+        try:
+            return venv_peers.prepare(job["system"], job["weights"], job["voice"], job["threads"])
+        except peers.Unavailable as err:
+            return {"unavailable": str(err)}
 
     weights = resolve(job["weights"])
     if job["system"] in OURS:
@@ -278,6 +297,7 @@ def write_inputs(text: str, voice: str, weights, path: Path) -> None:
         phonemes=np.array(phonemes),
         voice=np.array(voice),
         tokens=np.array(tokens, np.int64),
+        ids=add_boundary_ids(np.array(tokens, np.int64))[None],  # for workers without our package
         style=style_for(loaded.pack, len(tokens)),
     )
 
@@ -307,7 +327,8 @@ def run(args) -> int:
     from kokoro_tvm_ext.speech import resolve
 
     weights = resolve(args.weights)
-    rows = []
+    thread_counts = [args.threads] if args.no_single_thread or args.threads == 1 else [args.threads, 1]
+    rows, runs, failed = [], [], 0
     with tempfile.TemporaryDirectory() as tmp:
         inputs = {}
         for key, text in TEXTS.items():
@@ -315,34 +336,63 @@ def run(args) -> int:
             write_inputs(text, args.voice, weights, inputs[key])
         for system in args.systems:
             print(f"preparing {system}", file=sys.stderr, flush=True)
-            ready = in_subprocess(
-                __name__, "prepare", {"system": system, "weights": args.weights}, args.threads, block_torch=False
-            )
-            for key in TEXTS:
-                job = {**ready, "system": system, "inputs": str(inputs[key]), "repeat": args.repeat}
-                job.update(threads=args.threads, audio_out=str(Path(tmp) / f"{system}-{key}.npy"))
-                try:
-                    row = in_subprocess(__name__, "worker", job, args.threads, block_torch=system in OURS)
-                except RuntimeError as err:
-                    print(err, file=sys.stderr)
-                    continue
-                if "compile_seconds" in ready:
-                    row["compile_seconds"] = ready["compile_seconds"]
-                row.update(text=key, audio_path=job["audio_out"], inputs_path=job["inputs"])
-                rows.append(row)
-                if "unavailable" in row:
-                    print(f"  {system} is unavailable: {row['unavailable']}", file=sys.stderr, flush=True)
-                    break
-                print(f"  measured {system} on the {key} text: RTF {row['rtf']:.3f}", file=sys.stderr, flush=True)
-        measured = [r for r in rows if "unavailable" not in r]
+            job = {"system": system, "weights": args.weights, "voice": args.voice, "threads": args.threads}
+            ready = in_subprocess(__name__, "prepare", job, args.threads, block_torch=False)
+            if "unavailable" in ready:
+                rows.append({"system": system, "unavailable": ready["unavailable"]})
+                print(f"  {system} is unavailable: {ready['unavailable']}", file=sys.stderr, flush=True)
+                continue
+            failed += measure_system(system, ready, inputs, thread_counts, args, tmp, runs)
+            rows += [r for r in runs if r["system"] == system and r.get("threads", args.threads) == args.threads]
+        measured = merge_thread_counts(rows, runs, args.threads)
         add_fidelity(measured, weights, transcribe=not args.no_transcribe)
 
-    print(machine_line(args.threads))
-    print_rows(rows)
+    print(machine_line(thread_counts))
+    print_rows(rows, args.threads)
     if args.json:
         Path(args.json).write_text(json.dumps([{k: r[k] for k in JSON_KEYS if k in r} for r in rows], indent=2))
-    failed = len(args.systems) * len(TEXTS) - len(measured) - sum(len(TEXTS) for r in rows if "unavailable" in r)
     return 1 if failed else 0
+
+
+def measure_system(system: str, ready: dict, inputs: dict, thread_counts: list[int], args, tmp: str, runs: list) -> int:
+    """Each text through ``system`` at each thread count, a fresh process per run (interleaved: text by
+    text, the thread counts one after the other); the rows go to ``runs``. How many runs failed."""
+    failed = 0
+    python, module = ready.pop("python", None), ready.pop("module", __name__)
+    for key in TEXTS:
+        for threads in thread_counts:
+            job = {**ready, "system": system, "inputs": str(inputs[key]), "repeat": args.repeat}
+            job.update(threads=threads, sample_rate=SAMPLE_RATE)
+            if threads == args.threads:  # the fidelity columns come from the main thread count's audio
+                job["audio_out"] = str(Path(tmp) / f"{system}-{key}.npy")
+            try:
+                row = in_subprocess(module, "worker", job, threads, block_torch=system in OURS, python=python)
+            except RuntimeError as err:
+                print(err, file=sys.stderr)
+                failed += 1
+                continue
+            if "compile_seconds" in ready:
+                row["compile_seconds"] = ready["compile_seconds"]
+            row.update(text=key, threads=threads, audio_path=job.get("audio_out"), inputs_path=job["inputs"])
+            runs.append(row)
+            if "unavailable" in row:
+                print(f"  {system} is unavailable: {row['unavailable']}", file=sys.stderr, flush=True)
+                return failed
+            what = f"{threads} thread{'s' if threads > 1 else ''}"
+            print(f"  measured {system} on the {key} text, {what}: RTF {row['rtf']:.3f}", file=sys.stderr, flush=True)
+    return failed
+
+
+def merge_thread_counts(rows: list[dict], runs: list[dict], threads: int) -> list[dict]:
+    """Give each measured row of ``rows`` (run at ``threads``) its 1-thread run's seconds and RTF from
+    ``runs``; the measured rows."""
+    single = {(r["system"], r["text"]): r for r in runs if r.get("threads") == 1 and "rtf" in r}
+    measured = [r for r in rows if "rtf" in r]
+    for r in measured:
+        one = single.get((r["system"], r["text"])) if threads != 1 else None
+        if one:
+            r.update(single_thread_seconds=one["seconds"], single_thread_rtf=one["rtf"])
+    return measured
 
 
 def add_fidelity(rows: list[dict], weights, transcribe: bool) -> None:
@@ -372,38 +422,33 @@ def add_fidelity(rows: list[dict], weights, transcribe: bool) -> None:
             r["wer"] = fidelity.word_error_rate(recognizer(audio), TEXTS[r["text"]])
 
 
-def print_rows(rows: list[dict]) -> None:
+def print_rows(rows: list[dict], threads: int) -> None:
+    """The table: one line per system and text, RTF at ``threads`` and (where measured) at 1 thread; the
+    other columns from the ``threads`` run. A row that cannot run here shows its reason."""
     from kokoro_bench.table import print_table
 
     def num(r, key, fmt):
         return "" if r.get(key) is None else format(r[key], fmt)
 
-    print_table(
-        ["system", "tokens", "seconds", "audio s", "RTF", "peak RSS MB", "compile s", "log-mel L1", "MR-STFT"]
-        + ["SNR dB", "WER", "noise", "note"],
-        [
-            [r["system"], r["tokens"]]
-            + (
-                ["", "", "unavailable", "", "", "", "", "", "", "", r["unavailable"]]
-                if "unavailable" in r
-                else [
-                    num(r, "seconds", ".3f"),
-                    num(r, "audio_seconds", ".2f"),
-                    num(r, "rtf", ".3f"),
-                    num(r, "peak_rss_mb", ".0f"),
-                    num(r, "compile_seconds", ".0f"),
-                    num(r, "log_mel_l1", ".3f"),
-                    num(r, "mrstft", ".3f"),
-                    num(r, "snr_db", ".1f"),
-                    num(r, "wer", ".2f"),
-                    r["noise"],
-                    r.get("note", ""),
-                ]
-            )
-            for r in rows
-        ],
-    )
-    print_targets([r for r in rows if "rtf" in r])
+    single = threads != 1 and any("single_thread_rtf" in r for r in rows)
+    headers = ["system", "tokens", "seconds", "audio s", f"RTF {threads} thread{'s' if threads > 1 else ''}"]
+    headers += ["RTF 1 thread"] if single else []
+    headers += ["peak RSS MB", "compile s", "log-mel L1", "MR-STFT", "SNR dB", "WER", "noise", "note"]
+    lines = []
+    for r in rows:
+        if "unavailable" in r:
+            cells = ["", "", "unavailable"] + [""] * (len(headers) - 6) + [r["unavailable"]]
+        else:
+            cells = [num(r, "seconds", ".3f"), num(r, "audio_seconds", ".2f"), num(r, "rtf", ".3f")]
+            cells += [num(r, "single_thread_rtf", ".3f")] if single else []
+            cells += [num(r, "peak_rss_mb", ".0f"), num(r, "compile_seconds", ".0f"), num(r, "log_mel_l1", ".3f")]
+            cells += [num(r, "mrstft", ".3f"), num(r, "snr_db", ".1f"), num(r, "wer", ".2f"), r["noise"]]
+            cells += [r.get("note", "")]
+        lines.append([r["system"], r.get("tokens", "")] + cells)
+    print_table(headers, lines)
+    print_targets([r for r in rows if "rtf" in r], "rtf", f"{threads} threads")
+    if single:
+        print_targets([r for r in rows if "single_thread_rtf" in r], "single_thread_rtf", "1 thread")
     print("\nper stage (seconds, medians):")
     print_table(
         ["system", "tokens", "stage", "seconds"],
@@ -411,16 +456,17 @@ def print_rows(rows: list[dict]) -> None:
     )
 
 
-def print_targets(rows: list[dict]) -> None:
-    """Our RTF as a fraction of the fastest other row's, per text."""
+def print_targets(rows: list[dict], key: str = "rtf", label: str = "") -> None:
+    """Our RTF (``key``) as a fraction of the fastest other row's, per text."""
     for tokens in sorted({r["tokens"] for r in rows}):
         peers = [r for r in rows if r["tokens"] == tokens and r["system"] not in OURS]
         if not peers:
             continue
-        best = min(peers, key=lambda r: r["rtf"])
+        best = min(peers, key=lambda r: r[key])
         mine = [r for r in rows if r["tokens"] == tokens and r["system"] in OURS]
-        ours = ", ".join(f"{r['system']} {r['rtf'] / best['rtf']:.2f}x" for r in mine)
-        print(f"{tokens} tokens: fastest peer {best['system']} (RTF {best['rtf']:.3f}); ours: {ours or 'not measured'}")
+        ours = ", ".join(f"{r['system']} {r[key] / best[key]:.2f}x" for r in mine)
+        where = f"{tokens} tokens" + (f", {label}" if label else "")
+        print(f"{where}: fastest peer {best['system']} (RTF {best[key]:.3f}); ours: {ours or 'not measured'}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,24 +19,47 @@ def median_seconds(fn, repeat: int, warmup: int = 1) -> float:
     return statistics.median(times)
 
 
-def machine_line(threads: int) -> str:
-    """The CPU (name, family/model, the vector extensions our kernels and the peers pick from) and threads."""
+# The vector extensions our kernels and the peers choose between at run time (AMX: Sapphire Rapids and later).
+ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile", "amx_int8", "amx_bf16")
+
+
+def cpu_facts(cpuinfo: str) -> dict:
+    """The first CPU's fields of a /proc/cpuinfo text: ``name``, ``family``, ``model`` (None where absent)
+    and the ISA flags of ``ISA_FLAGS`` it has (``flags``) and lacks (``absent``), in ``ISA_FLAGS``' order."""
     fields = {}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                fields.setdefault(key.strip(), value.strip())
-    except OSError:
-        pass
-    cpu = fields.get("model name") or platform.processor() or platform.machine()
-    if "cpu family" in fields:
-        cpu += f" (family {fields['cpu family']} model {fields.get('model', '?')})"
+    for line in cpuinfo.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip(), value.strip())
     flags = set(fields.get("flags", "").split())
-    isa = [f for f in ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_tile") if f in flags]
+    return {
+        "name": fields.get("model name"),
+        "family": fields.get("cpu family"),
+        "model": fields.get("model"),
+        "flags": [f for f in ISA_FLAGS if f in flags],
+        "absent": [f for f in ISA_FLAGS if f not in flags],
+    }
+
+
+def machine_line(threads, cpuinfo: str | None = None) -> str:
+    """The CPU (name, family/model, which of ``ISA_FLAGS`` it has and lacks), the thread counts used
+    (an int, or several: each row ran at each) and Python; ``cpuinfo`` defaults to this machine's."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo") as f:
+                cpuinfo = f.read()
+        except OSError:  # not Linux: the name only
+            cpuinfo = ""
+    facts = cpu_facts(cpuinfo)
+    cpu = facts["name"] or platform.processor() or platform.machine()
+    if facts["family"] is not None:
+        cpu += f" (family {facts['family']} model {facts['model'] or '?'})"
+    counts = sorted({threads} if isinstance(threads, int) else set(threads))
+    used = " and ".join(map(str, counts)) + (" thread" if counts == [1] else " threads")
     return (
-        f"machine: {cpu}, {' '.join(isa) or 'no AVX2'}; {os.cpu_count()} cores visible, {threads} threads used; "
-        f"python {platform.python_version()}"
+        f"machine: {cpu}; flags: {' '.join(facts['flags']) or 'none of ' + ' '.join(ISA_FLAGS)}"
+        + (f" (no {' '.join(facts['absent'])})" if facts["flags"] and facts["absent"] else "")
+        + f"; {os.cpu_count()} cores visible, {used} used; python {platform.python_version()}"
     )
 
 

@@ -14,6 +14,7 @@ import os
 import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 BENCH_DIR = str(Path(__file__).resolve().parents[1])  # bench/, where ``kokoro_bench`` is imported from
@@ -46,24 +47,57 @@ def _status_mb(field: str) -> float:
 
 
 def in_subprocess(
-    module: str, mode: str, job: dict, threads: int, *, block_torch: bool, show_progress: bool = False
+    module: str,
+    mode: str,
+    job: dict,
+    threads: int,
+    *,
+    block_torch: bool,
+    show_progress: bool = False,
+    python: str | None = None,
 ) -> dict:
-    """Run ``module``'s ``prepare`` or ``worker`` on ``job`` in a fresh Python; its JSON result.
+    """Run ``module``'s ``prepare`` or ``worker`` (or another ``--MODE`` its ``main`` knows) on ``job``
+    in a fresh Python; its JSON result.
 
     ``block_torch``: rows that run as deployed, with numpy and TVM only. torch is installed
-    here, and tvm_ffi imports it when it can (~700 MB).
+    here, and tvm_ffi imports it when it can (~700 MB). ``python``: another interpreter (a peer's
+    virtualenv) instead of this one; ``module`` must then import with only the stdlib and numpy.
     """
     env = {**os.environ, **{v: str(threads) for v in ("TVM_NUM_THREADS", "RAYON_NUM_THREADS", "OMP_NUM_THREADS")}}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [BENCH_DIR, os.environ.get("PYTHONPATH")]))  # not installed
     blocker = "sys.modules['torch'] = None; " if mode == "worker" and block_torch else ""
     bootstrap = f"import sys; {blocker}from {module} import main; sys.exit(main())"
-    cmd = [sys.executable, "-c", bootstrap, f"--{mode}", json.dumps(job)]
+    cmd = [python or sys.executable, "-c", bootstrap, f"--{mode}", json.dumps(job)]
     stderr = None if mode == "prepare" or show_progress else subprocess.PIPE  # compile progress stays visible
     result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env)
     lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
     if result.returncode or not lines:
         raise RuntimeError(f"{mode} for {job['system']} failed:\n{(result.stderr or '')[-2000:]}")
     return json.loads(lines[-1][len("RESULT ") :])
+
+
+def measure(call, repeat: int, sample_rate: int, audio_out: str | None = None) -> dict:
+    """Time ``call() -> audio``: its first call (where lazy runtimes compile), then the median of ``repeat``
+    runs after one more untimed one. The row's timing fields; the audio is saved to ``audio_out``."""
+    import numpy as np
+
+    from kokoro_bench.timing import timed
+
+    start = time.perf_counter()
+    call()
+    first = time.perf_counter() - start
+    seconds, audio = timed(call, repeat)
+    audio = np.asarray(audio, np.float32).reshape(-1)
+    if audio_out:
+        np.save(audio_out, audio)
+    audio_seconds = audio.size / sample_rate
+    return {
+        "first_call_seconds": first,
+        "seconds": seconds,
+        "audio_seconds": audio_seconds,
+        "rtf": seconds / audio_seconds,
+        "peak_rss_mb": peak_rss_mb(),
+    }
 
 
 def job_main(doc: str, add_arguments, prepare, worker, run, argv: list[str] | None = None) -> int:
