@@ -345,6 +345,51 @@ pub const CONV1D_TRANSPOSE_BF16: Interface = dps(
 
 pub const MATMUL_BF16: Interface = dps("matmul_bf16", with_bias_tensors![flag("has_bias")]);
 
+pub const PACK_INT8: Interface = Interface {
+    name: "pack_int8",
+    returns: Returns::Tensor,
+    entries: &[
+        param("kind", Kind::Str, When::Always),
+        int("groups"),
+        tensor("w"),
+    ],
+};
+
+pub const INT8_NATIVE: Interface = Interface {
+    name: "int8_native",
+    returns: Returns::Bool,
+    entries: &[],
+};
+
+pub const CONV1D_INT8: Interface = dps(
+    "conv1d_int8",
+    with_bias_tensors![
+        int("stride"),
+        int("pad_left"),
+        int("pad_right"),
+        int("dilation"),
+        int("groups"),
+        flag("has_bias"),
+        int("kernel_size"),
+    ],
+);
+
+pub const CONV1D_TRANSPOSE_INT8: Interface = dps(
+    "conv1d_transpose_int8",
+    with_bias_tensors![
+        int("stride"),
+        int("pad_left"),
+        int("pad_right"),
+        int("output_padding"),
+        int("dilation"),
+        int("groups"),
+        flag("has_bias"),
+        int("kernel_size"),
+    ],
+);
+
+pub const MATMUL_INT8: Interface = dps("matmul_int8", with_bias_tensors![flag("has_bias")]);
+
 pub const SET_NUM_THREADS: Interface = Interface {
     name: "set_num_threads",
     returns: Returns::Int,
@@ -373,6 +418,11 @@ pub const ALL: &[&Interface] = &[
     &CONV1D_BF16,
     &CONV1D_TRANSPOSE_BF16,
     &MATMUL_BF16,
+    &PACK_INT8,
+    &INT8_NATIVE,
+    &CONV1D_INT8,
+    &CONV1D_TRANSPOSE_INT8,
+    &MATMUL_INT8,
     &SET_NUM_THREADS,
     &KERNEL_INTERFACES,
 ];

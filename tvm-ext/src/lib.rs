@@ -54,6 +54,15 @@ pub const KERNELS: &[(&str, Constructor)] = &[
         conv::bf16::conv1d_transpose_function,
     ),
     ("kokoro_tvm_ext.matmul_bf16", matmul::bf16::matmul_function),
+    // precision="int8": weights quantized at compile time, see gemm/int8/.
+    ("kokoro_tvm_ext.pack_int8", gemm::int8::pack_function),
+    ("kokoro_tvm_ext.int8_native", gemm::int8::native_function),
+    ("kokoro_tvm_ext.conv1d_int8", conv::int8::conv1d_function),
+    (
+        "kokoro_tvm_ext.conv1d_transpose_int8",
+        conv::int8::conv1d_transpose_function,
+    ),
+    ("kokoro_tvm_ext.matmul_int8", matmul::int8::matmul_function),
 ];
 
 /// Process-wide settings, which must run before the first kernel call.

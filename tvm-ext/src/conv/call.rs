@@ -17,6 +17,8 @@ pub(crate) enum WeightKind {
     Torch,
     /// bf16 weights packed by `kokoro_tvm_ext.pack_bf16` ([`super::bf16`]).
     Bf16,
+    /// int8 weights packed by `kokoro_tvm_ext.pack_int8` ([`super::int8`]).
+    Int8,
     /// float32 weights transformed by `kokoro_tvm_ext.pack_winograd` ([`super::winograd`]).
     Winograd,
 }
@@ -31,6 +33,8 @@ pub(super) fn take_tensors(c: &mut Cursor, weights: WeightKind) -> Result<Tensor
     check_dtype::<f32>(&x, &format!("{who}: x"))?;
     if weights == WeightKind::Bf16 {
         check_dtype::<Bf16>(&w, &format!("{who}: w"))?;
+    } else if weights == WeightKind::Int8 {
+        check_dtype::<i8>(&w, &format!("{who}: w"))?;
     } else {
         check_dtype::<f32>(&w, &format!("{who}: w"))?;
     }

@@ -183,6 +183,7 @@ pub fn transpose_function() -> Function {
 
 pub mod bf16;
 mod call;
+pub mod int8;
 mod kernels;
 mod plan;
 #[cfg(test)]

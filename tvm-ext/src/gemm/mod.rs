@@ -11,6 +11,7 @@
 use crate::job::JobError;
 
 pub mod bf16;
+pub mod int8;
 #[cfg(test)]
 pub(crate) mod testing;
 #[cfg(test)]

@@ -38,6 +38,7 @@ use crate::tensor::{byte_span, check_dtype, dim, expect_shape, input, output, sh
 
 pub mod batch;
 pub mod bf16;
+pub mod int8;
 #[cfg(test)]
 pub(crate) mod testing;
 
@@ -60,14 +61,26 @@ pub(crate) struct MatmulCall {
     pub out: TensorView,
 }
 
-/// Parses and validates the packed arguments of `matmul`, or with `packed` of
-/// `matmul_bf16`, whose `w` is packed bf16 (the caller checks its shape) and
+/// What a matmul call's `w` holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WeightKind {
+    /// float32 `[K, N]`.
+    Torch,
+    /// bf16 packed by `kokoro_tvm_ext.pack_bf16` ([`bf16`]).
+    Bf16,
+    /// int8 packed by `kokoro_tvm_ext.pack_int8` ([`int8`]).
+    Int8,
+}
+
+/// Parses and validates the packed arguments of `matmul`, or of `matmul_bf16`
+/// / `matmul_int8`, whose `w` is packed (the caller checks its shape) and
 /// whose `n` comes from `out`.
 pub(crate) fn parse_call(
     iface: &'static Interface,
     args: &[AnyView],
-    packed: bool,
+    weights: WeightKind,
 ) -> Result<MatmulCall> {
+    let packed = weights != WeightKind::Torch;
     let who = iface.name;
     let mut c = Cursor::new(iface, args)?;
     c.flag("has_bias")?;
@@ -77,8 +90,10 @@ pub(crate) fn parse_call(
     let out = c.output("out")?;
     c.finish()?;
     check_dtype::<f32>(&x, &format!("{who}: x"))?;
-    if packed {
+    if weights == WeightKind::Bf16 {
         check_dtype::<Bf16>(&w, &format!("{who}: w"))?;
+    } else if weights == WeightKind::Int8 {
+        check_dtype::<i8>(&w, &format!("{who}: w"))?;
     } else {
         check_dtype::<f32>(&w, &format!("{who}: w"))?;
     }
@@ -157,7 +172,7 @@ pub(crate) fn call_data<'a>(
 /// Parses and validates the packed arguments, then runs [`matmul_forward`].
 pub fn matmul_packed(args: &[AnyView]) -> Result<()> {
     const WHO: &str = "matmul";
-    let c = parse_call(&interface::MATMUL, args, false)?;
+    let c = parse_call(&interface::MATMUL, args, WeightKind::Torch)?;
     let (x, bias, out) = call_data(WHO, &c)?;
     let w = input::<f32>(&c.w, "matmul: w")?;
     matmul_forward(c.rows, c.k, c.n, &x, &w, bias.as_deref(), out)

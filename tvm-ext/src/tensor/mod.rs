@@ -18,6 +18,8 @@ impl Element for f32 {}
 
 impl Element for i64 {}
 
+impl Element for i8 {}
+
 /// A bfloat16 value as its bits; the kernels convert, never compute with it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(transparent)]

@@ -13,7 +13,7 @@
 //! and the GEMM splits the output over the threads.
 use tvm_ffi::{ensure, Any, AnyView, Function, Result, VALUE_ERROR};
 
-use super::{call_data, matmul_forward, parse_call};
+use super::{call_data, matmul_forward, parse_call, WeightKind};
 use crate::gemm::bf16::{
     as_u32, gemm_bf16, native_bf16, pack_a, packed_shape, packed_weights, unpack_b_into,
     with_f32_weights, Kind, PackedA, PackedB,
@@ -35,7 +35,7 @@ pub fn matmul_function() -> Function {
 
 fn matmul_packed(args: &[AnyView]) -> Result<()> {
     const WHO: &str = "matmul_bf16";
-    let c = parse_call(&interface::MATMUL_BF16, args, true)?;
+    let c = parse_call(&interface::MATMUL_BF16, args, WeightKind::Bf16)?;
     let w = packed_weights(WHO, &c.w, &packed_shape(Kind::Matmul, 1, &[c.k, c.n]))?;
     let (x, bias, out) = call_data(WHO, &c)?;
     matmul_bf16_forward(c.rows, c.k, c.n, &x, &w, bias.as_deref(), out)

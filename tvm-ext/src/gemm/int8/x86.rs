@@ -1,0 +1,133 @@
+//! The AVX512-VNNI inner loop, and the AVX-512 quantization and packing.
+use std::arch::x86_64::*;
+
+use super::{Affine, Tile, MR, NR};
+
+#[inline(always)]
+fn mask(n: usize) -> __mmask16 {
+    if n >= 16 {
+        0xffff
+    } else {
+        ((1u32 << n) - 1) as __mmask16
+    }
+}
+
+/// The `MR x NR` tile with `VPDPBUSD`: per quad, two B vectors and MR
+/// broadcast quads of A, 2·MR four-way dot products. `A_U8`: A holds the
+/// unsigned bytes (else B does).
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub(super) unsafe fn tile_vnni<const A_U8: bool>(
+    kq: usize,
+    a: *const u32,
+    b: *const u32,
+    c: *mut f32,
+    ldc: usize,
+    t: &Tile,
+    accumulate: bool,
+) {
+    let mut acc = [[_mm512_setzero_si512(); 2]; MR];
+    for q in 0..kq {
+        let bq = b.add(q * NR);
+        let b0 = _mm512_loadu_si512(bq as *const _);
+        let b1 = _mm512_loadu_si512(bq.add(16) as *const _);
+        let aq = a.add(q * MR);
+        for (r, s) in acc.iter_mut().enumerate() {
+            let ar = _mm512_set1_epi32(*aq.add(r) as i32);
+            if A_U8 {
+                s[0] = _mm512_dpbusd_epi32(s[0], ar, b0);
+                s[1] = _mm512_dpbusd_epi32(s[1], ar, b1);
+            } else {
+                s[0] = _mm512_dpbusd_epi32(s[0], b0, ar);
+                s[1] = _mm512_dpbusd_epi32(s[1], b1, ar);
+            }
+        }
+    }
+    let (m0, m1) = (mask(t.cols), mask(t.cols.saturating_sub(16)));
+    let cs = [
+        _mm512_maskz_loadu_ps(m0, t.col_scale.as_ptr()),
+        _mm512_maskz_loadu_ps(m1, t.col_scale.as_ptr().wrapping_add(16)),
+    ];
+    let co = [
+        _mm512_maskz_loadu_epi32(m0, t.col_off.as_ptr()),
+        _mm512_maskz_loadu_epi32(m1, t.col_off.as_ptr().wrapping_add(16)),
+    ];
+    for (r, s) in acc.iter().enumerate().take(t.rows) {
+        let (ro, rs) = (
+            _mm512_set1_epi32(t.row_off[r]),
+            _mm512_set1_ps(t.row_scale[r]),
+        );
+        for (h, m) in [m0, m1].into_iter().enumerate() {
+            let dst = c.add(r * ldc + 16 * h);
+            let sum = _mm512_sub_epi32(s[h], _mm512_mullo_epi32(ro, co[h]));
+            let mut v = _mm512_mul_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(rs, cs[h]));
+            if accumulate {
+                v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, dst), v);
+            }
+            _mm512_mask_storeu_ps(dst, m, v);
+        }
+    }
+}
+
+/// [`super::min_max`], 16 lanes at a time.
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn min_max_avx512(v: &[f32]) -> (f32, f32) {
+    let (mut lo, mut hi) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+    let mut chunks = v.chunks_exact(16);
+    for ch in &mut chunks {
+        let x = _mm512_loadu_ps(ch.as_ptr());
+        // Ordered as (acc, x): a NaN in x leaves the accumulator.
+        lo = _mm512_min_ps(x, lo);
+        hi = _mm512_max_ps(x, hi);
+    }
+    let rest = chunks.remainder();
+    let x = _mm512_maskz_loadu_ps(mask(rest.len()), rest.as_ptr());
+    lo = _mm512_min_ps(x, lo);
+    hi = _mm512_max_ps(x, hi);
+    (_mm512_reduce_min_ps(lo), _mm512_reduce_max_ps(hi))
+}
+
+/// [`super::pack_quad`], 16 values per step, stored as two halves of 8 (a
+/// panel is 8 or 32 wide). Quantizes as [`Affine::quantize`] does.
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(super) unsafe fn pack_quad_avx512(
+    rows: [Option<&[f32]>; 4],
+    n: usize,
+    quant: Affine,
+    q: usize,
+    kq: usize,
+    width: usize,
+    dst: &mut [u32],
+) {
+    let padded = n.div_ceil(width) * width;
+    let (inv, zero) = (_mm512_set1_ps(quant.inv), _mm512_set1_epi32(quant.zero));
+    let (lo, hi) = (_mm512_setzero_si512(), _mm512_set1_epi32(255));
+    let mut j = 0;
+    while j < padded {
+        let m = mask(n.saturating_sub(j));
+        let at = j.min(n);
+        let mut word = _mm512_setzero_si512();
+        for (b, row) in rows.iter().enumerate() {
+            let Some(row) = row else { continue };
+            let x = _mm512_maskz_loadu_ps(m, row.as_ptr().add(at));
+            // Rounds to nearest even (the default MXCSR mode), as round_ties_even.
+            let v = _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(x, inv)), zero);
+            let v = _mm512_min_epi32(_mm512_max_epi32(v, lo), hi);
+            let v = _mm512_maskz_mov_epi32(m, v);
+            word = _mm512_or_si512(word, _mm512_sllv_epi32(v, _mm512_set1_epi32(8 * b as i32)));
+        }
+        for (half, v) in [
+            _mm512_castsi512_si256(word),
+            _mm512_extracti64x4_epi64::<1>(word),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let jj = j + 8 * half;
+            if jj < padded {
+                let at = ((jj / width) * kq + q) * width + jj % width;
+                _mm256_storeu_si256(dst.as_mut_ptr().add(at) as *mut __m256i, v);
+            }
+        }
+        j += 16;
+    }
+}
