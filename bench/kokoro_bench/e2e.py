@@ -147,7 +147,7 @@ def worker(job: dict) -> dict:
         row["compile_seconds"] = setup + max(first - row["seconds"], 0.0)
     if precision:
         row["note"] = f"precision {precision}"
-    if stages:
+    if stages and job.get("stages", True):
         row["stages"] = stages()
     return row
 
@@ -363,7 +363,8 @@ def measure_system(system: str, ready: dict, inputs: dict, thread_counts: list[i
         for threads in thread_counts:
             job = {**ready, "system": system, "inputs": str(inputs[key]), "repeat": args.repeat}
             job.update(threads=threads, sample_rate=SAMPLE_RATE)
-            if threads == args.threads:  # the fidelity columns come from the main thread count's audio
+            job["stages"] = threads == args.threads  # the fidelity and stage columns: the main thread count's
+            if job["stages"]:
                 job["audio_out"] = str(Path(tmp) / f"{system}-{key}.npy")
             try:
                 row = in_subprocess(module, "worker", job, threads, block_torch=system in OURS, python=python)

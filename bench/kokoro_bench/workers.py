@@ -77,8 +77,9 @@ def in_subprocess(
 
 
 def measure(call, repeat: int, sample_rate: int, audio_out: str | None = None) -> dict:
-    """Time ``call() -> audio``: its first call (where lazy runtimes compile), then the median of ``repeat``
-    runs after one more untimed one. The row's timing fields; the audio is saved to ``audio_out``."""
+    """Time ``call() -> audio``: its first call (where lazy runtimes compile, caches fill and busy-waiting
+    pools start: the warm-up), then the median of ``repeat`` runs. The row's timing fields; the audio is
+    saved to ``audio_out``."""
     import numpy as np
 
     from kokoro_bench.timing import timed
@@ -86,7 +87,7 @@ def measure(call, repeat: int, sample_rate: int, audio_out: str | None = None) -
     start = time.perf_counter()
     call()
     first = time.perf_counter() - start
-    seconds, audio = timed(call, repeat)
+    seconds, audio = timed(call, repeat, warmup=0)
     audio = np.asarray(audio, np.float32).reshape(-1)
     if audio_out:
         np.save(audio_out, audio)
