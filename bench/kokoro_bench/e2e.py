@@ -8,6 +8,8 @@ Rows:
   tvm            our compiled artifact (compiled first if it is not cached)
   tvm-fast       the same with precision="bf16" (bf16 convolutions and matmuls, f32
                  accumulation; f32 where the CPU lacks AVX512-BF16)
+  tvm-int8       the same with precision="int8" (int8 convolutions and matmuls, int32
+                 accumulation; f32 on the dequantized weights where the CPU lacks AVX512-VNNI)
   torch          hexgrad's KModel, eager
   torch-compile  KModel's forward through torch.compile (inductor)
   zentorch       the same with AMD's zentorch backend, where it loads for the torch in use
@@ -66,6 +68,7 @@ TEXTS = {  # 48 and 309 tokens with the default G2P
 SYSTEMS = [
     "tvm",
     "tvm-fast",
+    "tvm-int8",
     "torch",
     "torch-compile",
     "zentorch",
@@ -76,7 +79,7 @@ SYSTEMS = [
     "kokoro-pi",
     "vox-tts",
 ]
-OURS = {"tvm": "fp32", "tvm-fast": "bf16"}  # row -> the artifact's precision
+OURS = {"tvm": "fp32", "tvm-fast": "bf16", "tvm-int8": "int8"}  # row -> the artifact's precision
 ONNX_ROWS = {"ort-int8": "int8", "ort-fp32": "fp32", "openvino-fp32": "fp32", "openvino-bf16": "fp32"}
 JSON_KEYS = (
     "system",

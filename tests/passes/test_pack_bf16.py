@@ -138,5 +138,5 @@ def test_grouped_unbound_and_phase_feeding_calls_stay_f32():
 
 def test_unknown_precision_is_refused():
     assert check_precision("bf16") == "bf16"
-    with pytest.raises(ValueError, match="precision must be one of fp32, bf16, got 'fp16'"):
+    with pytest.raises(ValueError, match="precision must be one of fp32, bf16, int8, got 'fp16'"):
         check_precision("fp16")

@@ -146,6 +146,12 @@ def compile_kokoro(
     stage stays f32, so the durations, and the audio's length, do not change;
     so does the F0 predictor, whose errors the sine source integrates
     (passes/pack_bf16.py).
+    ``precision="int8"``: the decoder's convolutions and matmuls (the residual
+    blocks' too: faster than f32 Winograd) take int8 weights, quantized now per
+    output channel, and u8 inputs quantized per call, with int32 sums, where
+    the CPU has AVX512-VNNI (elsewhere f32 on the dequantized weights, with a
+    notice at load). The text stage and the F0 predictor stay f32 as for bf16
+    (passes/pack_int8.py).
     """
     from kokoro_tvm_ext.model.runtime.tvm_runtime import compiler_available
 

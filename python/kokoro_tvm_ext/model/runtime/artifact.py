@@ -52,7 +52,7 @@ DIGESTS = "field_sha256"
 # The compiler's choices, repeated here because the runtime must not import the compiler
 # (plugin.frontend.LSTM_IMPLS, plugin.passes.pack_bf16.PRECISIONS; a test keeps them equal).
 LSTM_IMPLS = ("plugin", "tir")
-PRECISIONS = ("fp32", "bf16")
+PRECISIONS = ("fp32", "bf16", "int8")
 
 
 def field_digest(value) -> str:

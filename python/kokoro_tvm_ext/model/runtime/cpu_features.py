@@ -20,6 +20,8 @@ hypervisor that hides AVX-512 hides it there too).
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
 import platform
 from pathlib import Path
 
@@ -114,6 +116,8 @@ def check_cpu(meta: dict, where) -> None:
             f"{where}: cpu_features in {META} must be a list of CPU feature names, got {wanted!r:.60}; {RECOMPILE_HINT}"
         )
     have = host_features()
+    if meta.get("precision") == "int8":
+        notice_int8_fallback(have)
     if have is None:
         return
     missing = sorted(f for f in wanted if f in CHECKED and f not in have)
@@ -126,6 +130,28 @@ def check_cpu(meta: dict, where) -> None:
             "it and let `kokoro-tvm say` compile), or compile for an older CPU with "
             "compile_kokoro(..., target={'kind': 'llvm', 'mcpu': 'x86-64-v3'}) (or 'x86-64-v2')"
         )
+
+
+_int8_noticed = False
+
+
+def int8_native(have: set[str] | None) -> bool:
+    """Whether an int8 artifact computes in int8 here: the CPU has AVX512-VNNI and
+    KOKORO_TVM_EXT_NO_VNNI does not hide it (the Rust kernels decide the same way)."""
+    hidden = os.environ.get("KOKORO_TVM_EXT_NO_VNNI", "") not in ("", "0")
+    return have is not None and "avx512vnni" in have and not hidden
+
+
+def notice_int8_fallback(have: set[str] | None) -> None:
+    """One line, once per process, where an int8 artifact falls back to its f32 kernels."""
+    global _int8_noticed
+    if _int8_noticed or int8_native(have):
+        return
+    _int8_noticed = True
+    logging.getLogger("kokoro_tvm_ext").warning(
+        "kokoro-tvm: this CPU lacks AVX512-VNNI (or KOKORO_TVM_EXT_NO_VNNI is set): the int8 artifact "
+        "runs its convolutions and matmuls in fp32 on the dequantized weights"
+    )
 
 
 def host_cpu_id(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:

@@ -11,8 +11,10 @@ from collections.abc import Callable
 import numpy as np
 import tvm
 from tvm import relax
-from tvm.relax.expr_functor import PyExprMutator, PyExprVisitor, visitor
+from tvm.relax.expr_functor import PyExprMutator, PyExprVisitor, mutator, visitor
 from tvm.sym import Analyzer
+
+from kokoro_tvm_ext.plugin.kernels import KernelCall
 
 CUMSUM = tvm.ir.Op.get("relax.cumsum")
 
@@ -225,3 +227,63 @@ class WeightPacker:
         for var in seen:
             self._only_weights[var] = True
         return True
+
+
+# -- f32 kernel calls moved to packed-weight variants ------------------------------
+# What the precision passes share (pack_bf16.py, pack_int8.py): the plugin's f32
+# conv1d / conv1d_transpose / matmul calls with constant weights (or weights computed
+# from the weight parameters alone, see WeightPacker) move to a variant
+# ``{kernel}{suffix}`` whose weights a registered packer transformed once, at compile
+# time. Calls that stay f32, whatever the precision:
+#
+# - grouped convolutions (depthwise ones run a direct loop, not a GEMM) and weights
+#   that are not f32 constants;
+# - calls upstream of a cumulative sum: an error there is integrated, and grows with
+#   the input's length (in Kokoro, the F0 predictor, whose output SineGen integrates
+#   into the phase of its sines; see pack_bf16.py);
+# - every call in a function whose attribute ``kokoro_tvm_ext.precision`` is "fp32"
+#   (compile_kokoro keeps the text stage, which rounds durations to whole frames, in f32).
+
+PRECISION_ATTR = "kokoro_tvm_ext.precision"
+
+# The f32 kernels with packed-weight variants (named ``{kernel}{suffix}``, packed as kind ``{kernel}``).
+PACKED_KERNELS = ("conv1d", "conv1d_transpose", "matmul")
+
+
+@mutator
+class _ToPacked(PyExprMutator):
+    def __init__(self, mod, func, keep_f32: dict, packer: str, suffix: str):
+        super().__init__(mod)
+        self.weights = WeightPacker(self, func)
+        self.keep_f32 = keep_f32
+        self.packer = packer
+        self.suffix = suffix
+
+    def visit_call_(self, call):
+        keep = is_among(self.keep_f32, call)
+        call = super().visit_call_(call)
+        if keep:
+            return call
+        kernel = KernelCall.read(call)
+        if kernel is None or kernel.name not in PACKED_KERNELS:
+            return call
+        groups = kernel.args.get("groups", 1)  # matmul has none
+        found = self.weights.weight_type(kernel["w"])
+        if found is None or groups != 1 or found[1] != "float32":
+            return call
+        packed = self.weights.pack(kernel["w"], self.packer, kernel.name, groups)
+        # The packed convolutions take the kernel size too.
+        size = {} if kernel.name == "matmul" else {"kernel_size": found[0][-1]}
+        return kernel.to(f"{kernel.name}{self.suffix}", w=packed, **size)
+
+
+def pack_kernels(mod: tvm.IRModule, precision: str, packer: str, suffix: str) -> tvm.IRModule:
+    """``mod`` with the calls described in the module doc moved to ``{kernel}{suffix}``, their
+    weights packed by the global function ``packer``; functions marked f32 are left alone."""
+
+    def rewrite(_gvar, func):
+        if func.attrs is not None and str(func.attrs.get(PRECISION_ATTR, precision)) == "fp32":
+            return None
+        return _ToPacked(mod, func, upstream_of_cumsum(func), packer, suffix).visit_expr(func)
+
+    return map_functions(mod, rewrite)

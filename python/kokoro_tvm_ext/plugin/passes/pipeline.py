@@ -21,6 +21,7 @@ from kokoro_tvm_ext.plugin.passes.expand_powers import ExpandSmallPowers
 from kokoro_tvm_ext.plugin.passes.fold_bias import FoldBiasIntoKernels
 from kokoro_tvm_ext.plugin.passes.lift_weights import LiftWeights
 from kokoro_tvm_ext.plugin.passes.pack_bf16 import PackWeightsBF16, check_precision
+from kokoro_tvm_ext.plugin.passes.pack_int8 import PackWeightsInt8
 from kokoro_tvm_ext.plugin.passes.pack_winograd import PackWeightsWinograd
 from kokoro_tvm_ext.plugin.passes.remove_noop_copies import RemoveNoOpCopies
 
@@ -31,6 +32,7 @@ def plugin_passes(use_kernels: bool = True, precision: str = "fp32") -> list:
     """Phases 0-2 of :func:`pass_list`: the plugin's own passes, before TVM legalizes."""
     kernels = use_kernels
     bf16 = use_kernels and check_precision(precision) == "bf16"
+    int8 = use_kernels and precision == "int8"
     return [
         # 0. Reshapes / broadcasts / permutes / casts that provably change nothing are dropped.
         RemoveNoOpCopies(),
@@ -52,6 +54,9 @@ def plugin_passes(use_kernels: bool = True, precision: str = "fp32") -> list:
         relax.transform.FastMathTransform(),
         # 2. Weights are constants: fold the permutes and reshapes around them (and weight norm).
         relax.transform.FoldConstant(),
+        #    precision="int8": the convolutions and matmuls -> int8 kernels, weights quantized
+        #    now; before Winograd, which the int8 kernels beat on every shape it takes.
+        *([PackWeightsInt8()] if int8 else []),
         #    f32 conv1d calls of the shapes Winograd speeds up -> its kernel, weights transformed
         #    now; in both precisions, as it beats the bf16 kernels on the calls it takes.
         *([PackWeightsWinograd()] if kernels else []),
@@ -100,6 +105,8 @@ def cpu_pipeline(
     ``use_kernels=False`` keeps convolutions and matmuls in TVM.
     ``precision="bf16"`` runs the kernels' convolutions and matmuls on bf16
     inputs and weights with f32 accumulation (see pack_bf16.py).
+    ``precision="int8"`` runs them on int8 weights and u8 inputs with int32
+    accumulation where the CPU has AVX512-VNNI (see pack_int8.py).
     ``weights``: a dict that receives each function's lifted weights (see
     lift_weights.py); the functions then take them as trailing parameters.
     """

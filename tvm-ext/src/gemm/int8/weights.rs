@@ -14,9 +14,9 @@
 //! operand: the channel's scale and the sum of its int8 values (for the
 //! activations' zero point). Quantization is symmetric, to -127..=127, per
 //! output channel (a transposed convolution's channel spans its K columns):
-//! scale = max |w| / 127. Weights that already sit on one int8 grid (the
-//! dequantized int8 export: every w a multiple of max |w| / 127 of the whole
-//! tensor) keep that grid, so they come back exactly.
+//! scale = max |w| / 127. Weights that already sit on one int8 grid (a
+//! dequantized per-tensor int8 export: every w a multiple of one step, at most
+//! 127 of them) keep that grid as every channel's scale, so they come back exactly.
 //!
 //! Where the CPU lacks AVX512-VNNI, or `KOKORO_TVM_EXT_NO_VNNI=1`, the kernels
 //! dequantize the weights to f32 and run the f32 kernels.
@@ -176,16 +176,21 @@ fn pack_packed(args: &[AnyView]) -> Result<Tensor> {
     Tensor::from_slice(&bytes, &[groups as i64, words as i64, 4])
 }
 
-/// The scale of an int8 grid every weight sits on (within 1e-3 of a step),
-/// `max |w| / 127`, if there is one.
+/// The step of an int8 grid every weight sits on (within 1e-3 of a step), if
+/// there is one: the smallest nonzero |w|, with every |w| at most 127 steps.
+/// A dequantized per-tensor int8 export is such a grid (kokoro-onnx's int8
+/// export: 64 of the decoder's 70 convolutions, the others not quantized).
 fn tensor_grid(w: &[f32]) -> Option<f32> {
-    let max = w.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-    let s = max / 127.0;
+    let step = w
+        .iter()
+        .map(|v| v.abs())
+        .filter(|&v| v > 0.0)
+        .fold(f32::INFINITY, f32::min);
     let on = |v: &f32| {
-        let x = v / s;
-        (x - x.round()).abs() <= 1e-3
+        let x = (v / step).abs();
+        x <= 127.001 && (x - x.round()).abs() <= 1e-3
     };
-    (s > 0.0 && w.iter().all(on)).then_some(s)
+    (step.is_finite() && w.iter().all(on)).then_some(step)
 }
 
 /// The packed weights of one call, all groups, checked against their shape.
