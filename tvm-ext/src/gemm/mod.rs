@@ -1,8 +1,8 @@
 //! The GEMMs every convolution and matmul runs on, kept together: this float32
 //! one, and the bf16 one of the `precision="bf16"` kernels ([`bf16`]).
 //!
-//! The float32 GEMM is a bounds-checked wrapper of the `gemm` crate (AVX-512 /
-//! AVX2 kernels picked at run time, rayon parallelism on the current pool).
+//! The float32 GEMM is a bounds-checked wrapper of the `gemm-f32` crate (AVX-512
+//! / AVX2 kernels picked at run time, rayon parallelism on the current pool).
 //!
 //! Matrices are described by a [`Layout`] into a slice: element `(i, j)` lives at
 //! `offset + i * rs + j * cs`. Every call checks that the last element of each
@@ -200,9 +200,9 @@ pub(crate) unsafe fn sgemm_shared(
         return Err(JobError::new("stride overflows isize"));
     }
     let par = if parallel && threads() > 1 {
-        gemm::Parallelism::Rayon(threads())
+        gemm_common::Parallelism::Rayon(threads())
     } else {
-        gemm::Parallelism::None
+        gemm_common::Parallelism::None
     };
     // With k == 0 the operands are never read; point them at the destination.
     let (ap, bp) = if k == 0 {
@@ -210,20 +210,29 @@ pub(crate) unsafe fn sgemm_shared(
     } else {
         (a.as_ptr().add(al.offset), b.as_ptr().add(bl.offset))
     };
-    gemm::gemm(
+    // gemm-f32's kernels walk the destination down its columns: a destination
+    // laid out by rows is computed as its transpose, C^T = B^T A^T (the
+    // operands swap, and each one's strides).
+    let dp = dst.ptr.add(dl.offset);
+    let (m, n, d, l, r) = if dl.cs < dl.rs {
+        (n, m, (dl.rs, dl.cs), (bp, bl.rs, bl.cs), (ap, al.rs, al.cs))
+    } else {
+        (m, n, (dl.cs, dl.rs), (ap, al.cs, al.rs), (bp, bl.cs, bl.rs))
+    };
+    gemm_f32::gemm::f32::get_gemm_fn()(
         m,
         n,
         k,
-        dst.ptr.add(dl.offset),
-        dl.cs as isize,
-        dl.rs as isize,
+        dp,
+        d.0 as isize,
+        d.1 as isize,
         accumulate,
-        ap,
-        al.cs as isize,
-        al.rs as isize,
-        bp,
-        bl.cs as isize,
-        bl.rs as isize,
+        l.0,
+        l.1 as isize,
+        l.2 as isize,
+        r.0,
+        r.1 as isize,
+        r.2 as isize,
         1.0f32,
         1.0f32,
         false,
