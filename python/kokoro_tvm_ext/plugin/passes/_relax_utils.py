@@ -252,12 +252,13 @@ PACKED_KERNELS = ("conv1d", "conv1d_transpose", "matmul")
 
 @mutator
 class _ToPacked(PyExprMutator):
-    def __init__(self, mod, func, keep_f32: dict, packer: str, suffix: str):
+    def __init__(self, mod, func, keep_f32: dict, packer: str, suffix: str, min_channels: int):
         super().__init__(mod)
         self.weights = WeightPacker(self, func)
         self.keep_f32 = keep_f32
         self.packer = packer
         self.suffix = suffix
+        self.min_channels = min_channels
 
     def visit_call_(self, call):
         keep = is_among(self.keep_f32, call)
@@ -271,19 +272,22 @@ class _ToPacked(PyExprMutator):
         found = self.weights.weight_type(kernel["w"])
         if found is None or groups != 1 or found[1] != "float32":
             return call
+        if min(found[0][:2]) < self.min_channels:  # w's first two dims: the channels (matmul: K, N)
+            return call
         packed = self.weights.pack(kernel["w"], self.packer, kernel.name, groups)
         # The packed convolutions take the kernel size too.
         size = {} if kernel.name == "matmul" else {"kernel_size": found[0][-1]}
         return kernel.to(f"{kernel.name}{self.suffix}", w=packed, **size)
 
 
-def pack_kernels(mod: tvm.IRModule, precision: str, packer: str, suffix: str) -> tvm.IRModule:
-    """``mod`` with the calls described in the module doc moved to ``{kernel}{suffix}``, their
-    weights packed by the global function ``packer``; functions marked f32 are left alone."""
+def pack_kernels(mod: tvm.IRModule, precision: str, packer: str, suffix: str, min_channels: int = 0) -> tvm.IRModule:
+    """``mod`` with the calls described above moved to ``{kernel}{suffix}``, their weights packed
+    by the global function ``packer``; functions marked f32 are left alone, and so are calls
+    with fewer than ``min_channels`` input or output channels."""
 
     def rewrite(_gvar, func):
         if func.attrs is not None and str(func.attrs.get(PRECISION_ATTR, precision)) == "fp32":
             return None
-        return _ToPacked(mod, func, upstream_of_cumsum(func), packer, suffix).visit_expr(func)
+        return _ToPacked(mod, func, upstream_of_cumsum(func), packer, suffix, min_channels).visit_expr(func)
 
     return map_functions(mod, rewrite)
