@@ -147,9 +147,11 @@ def test_a_damaged_artifact_is_one_clear_line(spoken, cache_env, tmp_path):
     assert not out.exists()
 
 
-def interrupt_after(cmd, env, seconds: float, cwd=None) -> subprocess.CompletedProcess:
-    """Run ``cmd``, press Ctrl-C (SIGINT) after ``seconds``; the finished process."""
+def interrupt_when(cmd, env, marker: str, then: float, cwd=None) -> subprocess.CompletedProcess:
+    """Run ``cmd``, press Ctrl-C (SIGINT) ``then`` seconds after ``marker`` appears on its stderr; the
+    finished process (its whole stderr)."""
     import signal
+    import threading
     import time
 
     # A runner started in the background (`cmd &`) ignores SIGINT, and a child that inherits that
@@ -158,20 +160,34 @@ def interrupt_after(cmd, env, seconds: float, cwd=None) -> subprocess.CompletedP
         cmd,
         env=env,
         cwd=cwd,
-        stdout=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    time.sleep(seconds)
+    lines, seen = [], threading.Event()
+
+    def read():
+        for line in proc.stderr:
+            lines.append(line)
+            if marker.encode() in line:
+                seen.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert seen.wait(timeout=600), f"{marker!r} never appeared: {b''.join(lines).decode()[-2000:]}"
+    time.sleep(then)
     assert proc.poll() is None, "finished before the interrupt: give it more work"
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=300)
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+    proc.wait(timeout=300)
+    reader.join(timeout=60)
+    return subprocess.CompletedProcess(cmd, proc.returncode, b"", b"".join(lines))
 
 
 def test_ctrl_c_during_synthesis_leaves_no_output(spoken, cache_env, tmp_path):
     out = tmp_path / "long.wav"
-    result = interrupt_after([KOKORO_TVM, "say", TEXT * 150, "-o", str(out)], cache_env, 12, cwd=tmp_path)
+    # Interrupted while its chunks are being spoken (two seconds into a minute of them).
+    cmd = [KOKORO_TVM, "say", TEXT * 20, "-o", str(out)]
+    result = interrupt_when(cmd, cache_env, "kokoro-tvm: speaking", 2.0, cwd=tmp_path)
     err = result.stderr.decode()
     assert result.returncode == 130, err[-2000:]
     assert "interrupted" in err and "Traceback" not in err, err[-2000:]
@@ -182,7 +198,9 @@ def test_ctrl_c_during_compile_leaves_no_cache_entry(spoken, cache_env, tmp_path
     (weights,) = Path(cache_env["KOKORO_TVM_CACHE"]).glob("weights/*.safetensors")
     env = {**cache_env, "KOKORO_TVM_CACHE": str(tmp_path / "cache")}
     out = tmp_path / "out.wav"
-    result = interrupt_after([KOKORO_TVM, "say", "Hi.", "-o", str(out), "--weights", str(weights)], env, 20)
+    # Interrupted inside the compile: two seconds into its second step (the audio stage's export).
+    cmd = [KOKORO_TVM, "say", "Hi.", "-o", str(out), "--weights", str(weights)]
+    result = interrupt_when(cmd, env, "[2/6]", 2.0)
     err = result.stderr.decode()
     assert result.returncode == 130, err[-2000:]
     assert "compiling" in err and "interrupted" in err, err[-2000:]

@@ -87,8 +87,26 @@ def _wav_bytes(audio, sample_rate: int) -> bytes:
     return buf.getvalue()
 
 
+def _with_progress(chunks, total: int, sample_rate: int):
+    """The chunks, passed through; a long text says how far it is: one line when stderr is a log, a line
+    kept up to date when it is a terminal."""
+    if total < 2:
+        yield from chunks
+        return
+    live = sys.stderr.isatty()
+    print(f"kokoro-tvm: speaking {total} chunks", end="" if live else "\n", file=sys.stderr, flush=True)
+    seconds = 0.0
+    for done, chunk in enumerate(chunks, 1):
+        seconds += len(chunk.audio) / sample_rate
+        if live:
+            print(f"\rkokoro-tvm: speaking: {done}/{total} chunks, {seconds:.0f} s of audio", end="", file=sys.stderr)
+        yield chunk
+    if live:
+        print(file=sys.stderr)
+
+
 def run(args) -> int:
-    from kokoro_tvm_ext.speech import Voice
+    from kokoro_tvm_ext.speech import Voice, join
     from kokoro_tvm_ext.support.cache import AtomicFiles
 
     _check(args)
@@ -97,7 +115,10 @@ def run(args) -> int:
     started = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("always")
-        speech = speaker.speak(args.text, voice, phonemes=args.phonemes, speed=args.speed, seed=args.seed)
+        plan = speaker.plan(args.text, voice, phonemes=args.phonemes, speed=args.speed, seed=args.seed)
+        speech = join(
+            list(_with_progress(speaker.run(plan), len(plan.chunks), speaker.sample_rate)), speaker.sample_rate
+        )
     wav = _wav_bytes(speech.audio, speech.sample_rate)
     # The WAV and the subtitles appear together or not at all.
     with AtomicFiles() as files:
