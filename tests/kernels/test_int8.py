@@ -189,3 +189,20 @@ def test_without_vnni_the_f32_kernels_run_on_the_dequantized_weights():
     assert result.returncode == 0, result.stderr[-3000:]
     error = float(result.stdout.split("max error")[-1])
     assert error < 1e-5, result.stdout
+
+
+def test_the_fallback_notice_is_one_line_once_per_process(caplog, monkeypatch):
+    """An int8 artifact loaded where VNNI is missing (or hidden) says so, once, in one line."""
+    from kokoro_tvm_ext.model.runtime import cpu_features
+
+    monkeypatch.delenv("KOKORO_TVM_EXT_NO_VNNI", raising=False)
+    assert cpu_features.int8_native({"avx512f", "avx512vnni"})
+    assert not cpu_features.int8_native({"avx512f"}) and not cpu_features.int8_native(None)
+    monkeypatch.setenv("KOKORO_TVM_EXT_NO_VNNI", "1")
+    assert not cpu_features.int8_native({"avx512f", "avx512vnni"})
+    monkeypatch.setattr(cpu_features, "_int8_noticed", False)
+    with caplog.at_level("WARNING", logger="kokoro_tvm_ext"):
+        cpu_features.check_cpu({"cpu_features": [], "precision": "int8"}, "an artifact")
+        cpu_features.check_cpu({"cpu_features": [], "precision": "int8"}, "an artifact")
+    (record,) = caplog.records
+    assert "AVX512-VNNI" in record.getMessage() and "\n" not in record.getMessage()

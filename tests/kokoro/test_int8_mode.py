@@ -56,4 +56,4 @@ def test_int8_durations_equal_pytorch_and_spectrum_within_twice_the_noise_floor(
     snr = snr_db(audio, ref_audio)
     print(f"int8: SNR vs PyTorch fp32 {snr:.1f} dB, log-mel L1 {ours:.4f}; another noise draw {floor:.4f}")
     assert ours <= 2 * floor
-    assert snr >= 10.0
+    assert snr >= 25.0  # 32 dB measured (27 with every call in int8)
