@@ -286,108 +286,68 @@ pub const PACK_WINOGRAD: Interface = Interface {
     entries: &[tensor("w")],
 };
 
-/// conv1d with packed weights: `kernel_size` follows `has_bias`, as `w` no longer shows it.
-pub const CONV1D_WINOGRAD: Interface = dps(
-    "conv1d_winograd",
-    with_bias_tensors![
-        int("stride"),
-        int("pad_left"),
-        int("pad_right"),
-        int("dilation"),
-        int("groups"),
-        flag("has_bias"),
-        int("kernel_size"),
-    ],
-);
+/// conv1d with packed weights (Winograd, bf16, int8): `kernel_size` follows
+/// `has_bias`, as `w` no longer shows it.
+const PACKED_CONV1D_ARGS: &[Entry] = with_bias_tensors![
+    int("stride"),
+    int("pad_left"),
+    int("pad_right"),
+    int("dilation"),
+    int("groups"),
+    flag("has_bias"),
+    int("kernel_size"),
+];
 
-pub const PACK_BF16: Interface = Interface {
-    name: "pack_bf16",
-    returns: Returns::Tensor,
-    entries: &[
-        param("kind", Kind::Str, When::Always),
-        int("groups"),
-        tensor("w"),
-    ],
-};
+/// conv1d_transpose with packed weights (bf16, int8), `kernel_size` as above.
+const PACKED_CONV1D_TRANSPOSE_ARGS: &[Entry] = with_bias_tensors![
+    int("stride"),
+    int("pad_left"),
+    int("pad_right"),
+    int("output_padding"),
+    int("dilation"),
+    int("groups"),
+    flag("has_bias"),
+    int("kernel_size"),
+];
 
-pub const BF16_NATIVE: Interface = Interface {
-    name: "bf16_native",
-    returns: Returns::Bool,
-    entries: &[],
-};
+const PACKER_ARGS: &[Entry] = &[
+    param("kind", Kind::Str, When::Always),
+    int("groups"),
+    tensor("w"),
+];
 
-pub const CONV1D_BF16: Interface = dps(
-    "conv1d_bf16",
-    with_bias_tensors![
-        int("stride"),
-        int("pad_left"),
-        int("pad_right"),
-        int("dilation"),
-        int("groups"),
-        flag("has_bias"),
-        int("kernel_size"),
-    ],
-);
+/// A compile-time weight packer of one precision (`pack_bf16`, `pack_int8`).
+const fn packer(name: &'static str) -> Interface {
+    Interface {
+        name,
+        returns: Returns::Tensor,
+        entries: PACKER_ARGS,
+    }
+}
 
-pub const CONV1D_TRANSPOSE_BF16: Interface = dps(
-    "conv1d_transpose_bf16",
-    with_bias_tensors![
-        int("stride"),
-        int("pad_left"),
-        int("pad_right"),
-        int("output_padding"),
-        int("dilation"),
-        int("groups"),
-        flag("has_bias"),
-        int("kernel_size"),
-    ],
-);
+/// Whether a precision computes natively on this CPU (`bf16_native`, `int8_native`).
+const fn native_query(name: &'static str) -> Interface {
+    Interface {
+        name,
+        returns: Returns::Bool,
+        entries: &[],
+    }
+}
 
+pub const CONV1D_WINOGRAD: Interface = dps("conv1d_winograd", PACKED_CONV1D_ARGS);
+
+pub const PACK_BF16: Interface = packer("pack_bf16");
+pub const BF16_NATIVE: Interface = native_query("bf16_native");
+pub const CONV1D_BF16: Interface = dps("conv1d_bf16", PACKED_CONV1D_ARGS);
+pub const CONV1D_TRANSPOSE_BF16: Interface =
+    dps("conv1d_transpose_bf16", PACKED_CONV1D_TRANSPOSE_ARGS);
 pub const MATMUL_BF16: Interface = dps("matmul_bf16", with_bias_tensors![flag("has_bias")]);
 
-pub const PACK_INT8: Interface = Interface {
-    name: "pack_int8",
-    returns: Returns::Tensor,
-    entries: &[
-        param("kind", Kind::Str, When::Always),
-        int("groups"),
-        tensor("w"),
-    ],
-};
-
-pub const INT8_NATIVE: Interface = Interface {
-    name: "int8_native",
-    returns: Returns::Bool,
-    entries: &[],
-};
-
-pub const CONV1D_INT8: Interface = dps(
-    "conv1d_int8",
-    with_bias_tensors![
-        int("stride"),
-        int("pad_left"),
-        int("pad_right"),
-        int("dilation"),
-        int("groups"),
-        flag("has_bias"),
-        int("kernel_size"),
-    ],
-);
-
-pub const CONV1D_TRANSPOSE_INT8: Interface = dps(
-    "conv1d_transpose_int8",
-    with_bias_tensors![
-        int("stride"),
-        int("pad_left"),
-        int("pad_right"),
-        int("output_padding"),
-        int("dilation"),
-        int("groups"),
-        flag("has_bias"),
-        int("kernel_size"),
-    ],
-);
-
+pub const PACK_INT8: Interface = packer("pack_int8");
+pub const INT8_NATIVE: Interface = native_query("int8_native");
+pub const CONV1D_INT8: Interface = dps("conv1d_int8", PACKED_CONV1D_ARGS);
+pub const CONV1D_TRANSPOSE_INT8: Interface =
+    dps("conv1d_transpose_int8", PACKED_CONV1D_TRANSPOSE_ARGS);
 pub const MATMUL_INT8: Interface = dps("matmul_int8", with_bias_tensors![flag("has_bias")]);
 
 pub const SET_NUM_THREADS: Interface = Interface {

@@ -58,7 +58,8 @@
 //! and Winograd's F(m, r) for stride-1 convolutions ([`winograd`]:
 //! `conv1d_winograd`). Files: `call.rs` reads a call (shared by all of them),
 //! `plan.rs` splits the work into jobs (tiles, channel blocks, the job runner,
-//! shared by all of them), `kernels.rs` holds the f32 GEMM and direct paths;
+//! shared by all of them), `kernels.rs` holds the f32 GEMM and direct paths,
+//! `packed.rs` what the bf16 and int8 variants ([`int8`]) share;
 //! for tests, `reference.rs` holds the definitions they compare to and
 //! `testing.rs` the random calls of the property tests.
 use std::borrow::Cow;
@@ -185,6 +186,7 @@ pub mod bf16;
 mod call;
 pub mod int8;
 mod kernels;
+mod packed;
 mod plan;
 #[cfg(test)]
 pub(crate) mod reference;

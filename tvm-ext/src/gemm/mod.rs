@@ -1,5 +1,7 @@
 //! The GEMMs every convolution and matmul runs on, kept together: this float32
-//! one, and the bf16 one of the `precision="bf16"` kernels ([`bf16`]).
+//! one, the bf16 one of the `precision="bf16"` kernels ([`bf16`]) and the int8
+//! one of the `precision="int8"` kernels ([`int8`]); what the last two share
+//! (packed panels, the tile loop's blocks, the packers' arguments) is in `packed.rs`.
 //!
 //! The float32 GEMM is a bounds-checked wrapper of the `gemm-f32` crate (AVX-512
 //! / AVX2 kernels picked at run time, rayon parallelism on the current pool).
@@ -12,6 +14,7 @@ use crate::job::JobError;
 
 pub mod bf16;
 pub mod int8;
+pub(crate) mod packed;
 #[cfg(test)]
 pub(crate) mod testing;
 #[cfg(test)]

@@ -169,6 +169,34 @@ pub(crate) fn call_data<'a>(
     Ok((xd, bd, od))
 }
 
+/// The check a matmul on packed weights (bf16, int8) makes of its buffers
+/// (`w_fits`: whether the packed weights have the length `k x n` asks for).
+pub(crate) fn expect_packed_call(
+    who: &str,
+    (rows, k, n): (usize, usize, usize),
+    x: &[f32],
+    w_fits: bool,
+    bias: Option<&[f32]>,
+    out: &[f32],
+) -> Result<()> {
+    ensure!(
+        x.len() == rows * k && w_fits && bias.is_none_or(|b| b.len() == n) && out.len() == rows * n,
+        VALUE_ERROR,
+        "{who}: buffer lengths do not match rows={rows}, k={k}, n={n}"
+    );
+    Ok(())
+}
+
+/// Every row of `out` (`n` long) set to `bias`, where there is one, for a
+/// GEMM to add to.
+pub(crate) fn prefill_bias(out: &mut [f32], n: usize, bias: Option<&[f32]>) {
+    if let Some(b) = bias {
+        for row in out.chunks_exact_mut(n) {
+            row.copy_from_slice(b);
+        }
+    }
+}
+
 /// Parses and validates the packed arguments, then runs [`matmul_forward`].
 pub fn matmul_packed(args: &[AnyView]) -> Result<()> {
     const WHO: &str = "matmul";

@@ -19,15 +19,16 @@
 //! rows at a time) and multiplies the packed weights by it, the tiles split
 //! over the threads as in the f32 kernel. conv1d_transpose packs `x^T` per tile
 //! and multiplies it by its job's panels of packed weights, then scatters (col2im).
-use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, VALUE_ERROR};
+use tvm_ffi::{AnyView, Function, Result};
 
+use super::packed::{self, gcd, weight_shape};
 use super::{
-    call_data, col2im, conv1d_forward, conv1d_transpose_forward, fill_bias, im2col_row, parse_call,
-    run_jobs, run_parallel, Blocks, Conv1dConfig, ConvCall, Plan, Tuning, WeightKind, TUNING,
+    call_data, col2im, fill_bias, im2col_row, parse_call, run_jobs, run_parallel, Blocks,
+    Conv1dConfig, ConvCall, Plan, Tuning, WeightKind, TUNING,
 };
 use crate::gemm::bf16::{
     as_u32, gemm_bf16_shared, isa, native_bf16, pack_pair, packed_shape, packed_weights, pairs,
-    unpack_a_into, unpack_b_into, with_f32_weights, Kind, PackedA, PackedB, MR, NR,
+    unpack_a_into, unpack_b_into, with_f32_weights, PackedA, PackedB, MR, NR,
 };
 use crate::gemm::SharedMut;
 use crate::interface;
@@ -39,18 +40,12 @@ mod tests;
 
 /// The registered `kokoro_tvm_ext.conv1d_bf16`.
 pub fn conv1d_function() -> Function {
-    Function::from_packed(|args: &[AnyView]| -> Result<Any> {
-        conv_packed(args, false)?;
-        Ok(Any::default())
-    })
+    packed::function(conv_packed, false)
 }
 
 /// The registered `kokoro_tvm_ext.conv1d_transpose_bf16`.
 pub fn conv1d_transpose_function() -> Function {
-    Function::from_packed(|args: &[AnyView]| -> Result<Any> {
-        conv_packed(args, true)?;
-        Ok(Any::default())
-    })
+    packed::function(conv_packed, true)
 }
 
 fn conv_packed(args: &[AnyView], transpose: bool) -> Result<()> {
@@ -62,17 +57,7 @@ fn conv_packed(args: &[AnyView], transpose: bool) -> Result<()> {
     let who = iface.name;
     let call: ConvCall = parse_call(iface, args, transpose, WeightKind::Bf16)?;
     let cfg = &call.cfg;
-    let (kind, w_shape) = if transpose {
-        (
-            Kind::Conv1dTranspose,
-            [cfg.in_channels, cfg.out_channels / cfg.groups, cfg.kernel],
-        )
-    } else {
-        (
-            Kind::Conv1d,
-            [cfg.out_channels, cfg.in_channels / cfg.groups, cfg.kernel],
-        )
-    };
+    let (kind, w_shape) = weight_shape(cfg, transpose);
     let w = packed_weights(who, &call.t.w, &packed_shape(kind, cfg.groups, &w_shape))?;
     let (x, bias, out) = call_data(who, &call)?;
     conv_bf16_forward(cfg, transpose, &x, &w, bias.as_deref(), out)
@@ -94,30 +79,15 @@ pub fn conv_bf16_forward(
     } else {
         "conv1d_bf16"
     };
-    let lout = if transpose {
-        cfg.transpose_out_len()
-    } else {
-        cfg.conv_out_len()
-    };
-    let Some(lout) = lout else {
-        bail!(VALUE_ERROR, "{who}: the output would be empty for {cfg:?}");
-    };
     let (g, k) = (cfg.groups, cfg.kernel);
     let (cin_g, cout_g) = (cfg.in_channels / g, cfg.out_channels / g);
-    let len = |dims: &[usize]| dims.iter().product::<usize>();
     let per_group = if transpose {
         PackedB::len(cin_g, cout_g * k)
     } else {
         PackedA::len(cout_g, cin_g * k)
     };
-    ensure!(
-        x.len() == len(&[cfg.batch, cfg.in_channels, cfg.length])
-            && w.len() == g * per_group
-            && bias.is_none_or(|b| b.len() == cfg.out_channels)
-            && out.len() == len(&[cfg.batch, cfg.out_channels, lout]),
-        VALUE_ERROR,
-        "{who}: buffer lengths do not match {cfg:?}"
-    );
+    let w_fits = w.len() == g * per_group;
+    let lout = packed::checked_out_len(who, cfg, transpose, x, w_fits, bias, out)?;
     if !native_bf16() {
         let group_len = cin_g * cout_g * k;
         let unpack = |f32_w: &mut [f32]| {
@@ -133,11 +103,7 @@ pub fn conv_bf16_forward(
             }
         };
         return with_f32_weights(g * group_len, unpack, |f32_w| {
-            if transpose {
-                conv1d_transpose_forward(cfg, x, f32_w, bias, out)
-            } else {
-                conv1d_forward(cfg, x, f32_w, bias, out)
-            }
+            packed::f32_forward(cfg, transpose, x, f32_w, bias, out)
         });
     }
     let r = if transpose {
@@ -218,14 +184,6 @@ fn conv_bf16(
 // ---------------------------------------------------------------------------
 // conv1d_transpose.
 // ---------------------------------------------------------------------------
-
-fn gcd(a: usize, b: usize) -> usize {
-    if b == 0 {
-        a
-    } else {
-        gcd(b, a % b)
-    }
-}
 
 /// Per job a block of output channels, as in the f32 kernel; its weights are the
 /// panels of packed columns `(o, tap)` that cover the block (rounded so blocks

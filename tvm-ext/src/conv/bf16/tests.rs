@@ -1,8 +1,11 @@
 use super::*;
+use crate::conv::{conv1d_forward, conv1d_transpose_forward};
 use crate::gemm::bf16::testing::{assert_close, pack, packed, rounded};
+use crate::gemm::bf16::Kind;
 use crate::gemm::bf16::{pack_a, pack_b};
 use crate::gemm::threads;
 use crate::tensor::testing::{cpu_seconds, Owned, Rng, PROCESS_CPU};
+use tvm_ffi::Any;
 use tvm_ffi::TensorView;
 
 /// (batch, cin, cout, length, kernel, stride, pad_left, pad_right, dilation, groups, output_padding, bias)

@@ -20,16 +20,17 @@
 //! straight into quads (four rows at a time) and multiplies the packed weights
 //! by it; conv1d_transpose packs `x^T` per tile, multiplies it by its job's
 //! panels of weights, then scatters (col2im).
-use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, VALUE_ERROR};
+use tvm_ffi::{AnyView, Function, Result};
 
+use super::packed::{self, gcd, weight_shape};
 use super::{
-    call_data, col2im, conv1d_forward, conv1d_transpose_forward, fill_bias, im2col_row, parse_call,
-    run_jobs, run_parallel, Blocks, Conv1dConfig, ConvCall, Plan, Tuning, WeightKind, TUNING,
+    call_data, col2im, fill_bias, im2col_row, parse_call, run_jobs, run_parallel, Blocks,
+    Conv1dConfig, ConvCall, Plan, Tuning, WeightKind, TUNING,
 };
 use crate::gemm::bf16::as_u32;
 use crate::gemm::int8::{
     as_i32, fill_affine, gemm_int8, isa, min_max, native_int8, pack_quad, packed_weights, quads,
-    with_f32_weights, Affine, Kind, PackedA, PackedB, Scales, Signs, Weights, MR, NR,
+    with_f32_weights, Affine, PackedA, PackedB, Scales, Signs, Weights, MR, NR,
 };
 use crate::gemm::SharedMut;
 use crate::interface;
@@ -41,33 +42,12 @@ mod tests;
 
 /// The registered `kokoro_tvm_ext.conv1d_int8`.
 pub fn conv1d_function() -> Function {
-    Function::from_packed(|args: &[AnyView]| -> Result<Any> {
-        conv_packed(args, false)?;
-        Ok(Any::default())
-    })
+    packed::function(conv_packed, false)
 }
 
 /// The registered `kokoro_tvm_ext.conv1d_transpose_int8`.
 pub fn conv1d_transpose_function() -> Function {
-    Function::from_packed(|args: &[AnyView]| -> Result<Any> {
-        conv_packed(args, true)?;
-        Ok(Any::default())
-    })
-}
-
-/// Torch's weight shape and the packed kind of a call.
-fn weight_shape(cfg: &Conv1dConfig, transpose: bool) -> (Kind, [usize; 3]) {
-    if transpose {
-        (
-            Kind::Conv1dTranspose,
-            [cfg.in_channels, cfg.out_channels / cfg.groups, cfg.kernel],
-        )
-    } else {
-        (
-            Kind::Conv1d,
-            [cfg.out_channels, cfg.in_channels / cfg.groups, cfg.kernel],
-        )
-    }
+    packed::function(conv_packed, true)
 }
 
 fn conv_packed(args: &[AnyView], transpose: bool) -> Result<()> {
@@ -101,30 +81,11 @@ pub(crate) fn conv_int8_forward(
     } else {
         "conv1d_int8"
     };
-    let lout = if transpose {
-        cfg.transpose_out_len()
-    } else {
-        cfg.conv_out_len()
-    };
-    let Some(lout) = lout else {
-        bail!(VALUE_ERROR, "{who}: the output would be empty for {cfg:?}");
-    };
-    let len = |dims: &[usize]| dims.iter().product::<usize>();
-    ensure!(
-        x.len() == len(&[cfg.batch, cfg.in_channels, cfg.length])
-            && bias.is_none_or(|b| b.len() == cfg.out_channels)
-            && out.len() == len(&[cfg.batch, cfg.out_channels, lout]),
-        VALUE_ERROR,
-        "{who}: buffer lengths do not match {cfg:?}"
-    );
+    let lout = packed::checked_out_len(who, cfg, transpose, x, true, bias, out)?;
     if !native_int8() {
         let (kind, w_shape) = weight_shape(cfg, transpose);
         return with_f32_weights(kind, cfg.groups, &w_shape, w, |f32_w| {
-            if transpose {
-                conv1d_transpose_forward(cfg, x, f32_w, bias, out)
-            } else {
-                conv1d_forward(cfg, x, f32_w, bias, out)
-            }
+            packed::f32_forward(cfg, transpose, x, f32_w, bias, out)
         });
     }
     let r = if transpose {
@@ -249,14 +210,6 @@ fn conv_int8(
 // ---------------------------------------------------------------------------
 // conv1d_transpose.
 // ---------------------------------------------------------------------------
-
-fn gcd(a: usize, b: usize) -> usize {
-    if b == 0 {
-        a
-    } else {
-        gcd(b, a % b)
-    }
-}
 
 /// Per job a block of output channels, as in the bf16 kernel; its weights are
 /// the panels of packed columns `(o, tap)` that cover the block. Per tile of

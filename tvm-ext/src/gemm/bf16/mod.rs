@@ -34,11 +34,10 @@
 //! AVX512-BF16 inner loop and packing, `weights.rs` the weights of the bf16
 //! kernels (packed at compile time by `kokoro_tvm_ext.pack_bf16`, read per call,
 //! unpacked to f32 where bf16 is not native).
-use rayon::prelude::*;
-use tvm_ffi::{Any, AnyView, Function};
+use tvm_ffi::Function;
 
-use crate::args::Cursor;
-use crate::gemm::{threads, SharedMut};
+use crate::gemm::packed::{self, check_operands, disabled_by_env, for_each_block};
+use crate::gemm::SharedMut;
 use crate::interface;
 use crate::job::JobError;
 
@@ -55,13 +54,10 @@ pub(crate) use pack::{
     as_u32, pack_a, pack_b, pack_pair, unpack_a_into, unpack_b_into, PackedA, PackedB,
 };
 pub use pack::{from_bf16, pairs, round_bf16, to_bf16};
-pub use weights::{pack_function, packed_shape, Kind};
+pub use weights::{pack_function, packed_shape};
 pub(crate) use weights::{packed_weights, with_f32_weights};
 
-/// Rows of a [`PackedA`] panel: the register tile's height.
-pub const MR: usize = 8;
-/// Columns of a [`PackedB`] panel: the register tile's width, two zmm vectors.
-pub const NR: usize = 32;
+pub use packed::{Kind, MR, NR};
 /// Pairs of K per cache block: a B micro-panel (`KC * NR * 4` bytes, 32 KiB)
 /// stays in L1 while the tile walks down the rows.
 const KC: usize = 256;
@@ -82,16 +78,13 @@ pub enum Isa {
 
 /// The registered `kokoro_tvm_ext.bf16_native`.
 pub fn native_function() -> Function {
-    Function::from_packed(|args: &[AnyView]| -> tvm_ffi::Result<Any> {
-        Cursor::new(&interface::BF16_NATIVE, args)?.finish()?;
-        Ok(Any::from(native_bf16()))
-    })
+    packed::native_function(&interface::BF16_NATIVE, native_bf16)
 }
 
 /// Whether `KOKORO_TVM_EXT_NO_BF16` asks to ignore AVX512-BF16 (any value but
 /// empty or "0").
 pub fn bf16_disabled_by_env() -> bool {
-    std::env::var("KOKORO_TVM_EXT_NO_BF16").is_ok_and(|v| !v.is_empty() && v != "0")
+    disabled_by_env("KOKORO_TVM_EXT_NO_BF16")
 }
 
 /// Whether this CPU has AVX512-BF16 and the environment does not hide it: the
@@ -165,43 +158,18 @@ pub(crate) unsafe fn gemm_bf16_shared(
             a.k, b.k
         )));
     }
-    if a.data.len() != PackedA::len(m, a.k) || b.data.len() != PackedB::len(b.k, n) {
-        return Err(JobError::new(format!(
-            "packed operands of {} and {} elements do not hold {m}x{k} and {k}x{n}",
-            a.data.len(),
-            b.data.len(),
-            k = a.k
-        )));
-    }
-    if m == 0 || n == 0 {
+    if !check_operands(&a, &b, &c, c_offset, ldc)? {
         return Ok(());
     }
-    if m > 1 && ldc < n {
-        return Err(JobError::new(format!(
-            "ldc {ldc} < {n} columns: rows would alias"
-        )));
-    }
-    // The block's first and last rows, checked against the buffer (the tiles
-    // only write inside the block).
-    c.check(c_offset, n)?;
-    c.check(c_offset + (m - 1) * ldc, n)?;
     let kp = pairs(a.k);
-    let (mp, np) = (m.div_ceil(MR), n.div_ceil(NR));
-    // Jobs: rectangles of panels, at least two per thread when there are enough.
-    let want = if parallel { 2 * threads() } else { 1 };
-    let nj = np.min(want);
-    let ni = mp.min(want.div_ceil(nj));
-    let job = |jid: usize| -> Result<(), JobError> {
-        let (bi, bj) = (jid / nj, jid % nj);
-        let (i0, i1) = (bi * mp / ni, (bi + 1) * mp / ni);
-        let (j0, j1) = (bj * np / nj, (bj + 1) * np / nj);
+    for_each_block(m.div_ceil(MR), n.div_ceil(NR), parallel, |is, js| {
         for k0 in (0..kp.max(1)).step_by(KC) {
             let kq = KC.min(kp - k0.min(kp));
             let acc = accumulate || k0 > 0;
-            for j in j0..j1 {
+            for j in js.clone() {
                 let cols = NR.min(n - j * NR);
                 let bp = &b.data[(j * kp + k0) * NR..][..kq * NR];
-                for i in i0..i1 {
+                for i in is.clone() {
                     let rows = MR.min(m - i * MR);
                     let ap = &a.data[(i * kp + k0) * MR..][..kq * MR];
                     let row0 = c_offset + i * MR * ldc + j * NR;
@@ -212,15 +180,7 @@ pub(crate) unsafe fn gemm_bf16_shared(
             }
         }
         Ok(())
-    };
-    if ni * nj > 1 {
-        (0..ni * nj)
-            .into_par_iter()
-            .with_max_len(1)
-            .try_for_each(job)
-    } else {
-        job(0)
-    }
+    })
 }
 
 /// One `rows x cols` tile (`rows <= MR`, `cols <= NR`) over `kq` pairs.
@@ -249,7 +209,10 @@ unsafe fn tile(
     }
 }
 
+// Inlined into the tile loop, as it was before the loop moved to `packed`
+// (a separate call made the bf16 one ~18% slower).
 #[allow(clippy::too_many_arguments)]
+#[inline]
 unsafe fn tile_portable(
     kq: usize,
     a: &[u32],

@@ -59,51 +59,10 @@ pub const fn pairs(k: usize) -> usize {
     k.div_ceil(2)
 }
 
-/// The broadcast operand, `rows x k`, in panels of [`MR`] rows (module docs).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct PackedA<'a> {
-    pub data: &'a [u32],
-    pub rows: usize,
-    pub k: usize,
-}
-
-/// The vector operand, `k x cols`, in panels of [`NR`] columns (module docs).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct PackedB<'a> {
-    pub data: &'a [u32],
-    pub cols: usize,
-    pub k: usize,
-}
-
-impl PackedA<'_> {
-    /// `u32`s of a packed `rows x k` operand.
-    pub const fn len(rows: usize, k: usize) -> usize {
-        rows.div_ceil(MR) * pairs(k) * MR
-    }
-}
-
-impl<'a> PackedB<'a> {
-    /// `u32`s of a packed `k x cols` operand.
-    pub const fn len(k: usize, cols: usize) -> usize {
-        cols.div_ceil(NR) * pairs(k) * NR
-    }
-
-    /// The panels `p0..p1` as an operand of their own (the last one may be partial).
-    pub fn panels(&self, p0: usize, p1: usize) -> Result<PackedB<'a>, JobError> {
-        let n = pairs(self.k) * NR;
-        let total = self.cols.div_ceil(NR);
-        if p0 > p1 || p1 > total || self.data.len() < total * n {
-            return Err(JobError::new(format!(
-                "panels {p0}..{p1} of a packed operand with {total} panels"
-            )));
-        }
-        Ok(PackedB {
-            data: &self.data[p0 * n..p1 * n],
-            cols: self.cols.min(p1 * NR).saturating_sub(p0 * NR),
-            k: self.k,
-        })
-    }
-}
+/// The broadcast operand, `rows x k`, in panels of [`MR`] rows of pairs (module docs).
+pub(crate) type PackedA<'a> = crate::gemm::packed::PackedA<'a, 2>;
+/// The vector operand, `k x cols`, in panels of [`NR`] columns of pairs (module docs).
+pub(crate) type PackedB<'a> = crate::gemm::packed::PackedB<'a, 2>;
 
 /// Packs `src(i, l)` (`rows x k`) as a [`PackedA`] into `dst`.
 pub(crate) fn pack_a(

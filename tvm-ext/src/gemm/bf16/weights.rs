@@ -14,26 +14,18 @@
 //! the rounding of the inputs, which then stay f32.
 use std::borrow::Cow;
 
-use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, Tensor, TensorView, VALUE_ERROR};
+use tvm_ffi::{bail, Any, AnyView, Function, Result, Tensor, TensorView, VALUE_ERROR};
 
-use super::{pack_a, pack_b, pairs, MR, NR};
-use crate::args::Cursor;
+use super::{pack_a, pack_b, pairs, Kind, MR, NR};
+use crate::gemm::packed::{as_words, pack_args, PackArgs};
 use crate::interface;
 use crate::job::internal;
 use crate::scratch::Scratch;
-use crate::tensor::{dim, expect_shape, input, shape_of, Bf16};
+use crate::tensor::{expect_shape, input, Bf16};
 
 /// The registered `kokoro_tvm_ext.pack_bf16`.
 pub fn pack_function() -> Function {
     Function::from_packed(|args: &[AnyView]| -> Result<Any> { Ok(Any::from(pack_packed(args)?)) })
-}
-
-/// What a packed weight tensor holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    Conv1d,
-    Conv1dTranspose,
-    Matmul,
 }
 
 /// The packed shape of weights `w_shape` (torch's layout) for `kind`.
@@ -51,46 +43,12 @@ pub fn packed_shape(kind: Kind, groups: usize, w_shape: &[usize]) -> Vec<i64> {
 
 fn pack_packed(args: &[AnyView]) -> Result<Tensor> {
     const WHO: &str = "pack_bf16";
-    let mut c = Cursor::new(&interface::PACK_BF16, args)?;
-    let kind = match c.string("kind")?.as_str() {
-        "conv1d" => Kind::Conv1d,
-        "conv1d_transpose" => Kind::Conv1dTranspose,
-        "matmul" => Kind::Matmul,
-        other => bail!(
-            VALUE_ERROR,
-            "{WHO}: kind: expected \"conv1d\", \"conv1d_transpose\" or \"matmul\", got {other:?}"
-        ),
-    };
-    let groups = c.int_in("groups", 1, i32::MAX as i64)? as usize;
-    let w = c.tensor("w")?;
-    c.finish()?;
-    let rank = if kind == Kind::Matmul { 2 } else { 3 };
-    let ws: Vec<usize> = shape_of(&w, "pack_bf16: w", rank)?
-        .iter()
-        .map(|&d| dim(d))
-        .collect();
-    ensure!(
-        ws.iter().all(|&d| d > 0),
-        VALUE_ERROR,
-        "{WHO}: w: expected no empty dimension, got shape {ws:?}"
-    );
-    let split = match kind {
-        Kind::Conv1d | Kind::Conv1dTranspose => ws[0],
-        Kind::Matmul => {
-            ensure!(
-                groups == 1,
-                VALUE_ERROR,
-                "{WHO}: groups: matmul weights have one group, got {groups}"
-            );
-            1
-        }
-    };
-    ensure!(
-        split.is_multiple_of(groups),
-        VALUE_ERROR,
-        "{WHO}: groups: {groups} does not divide the {split} channels of w's first dimension"
-    );
-    let wd = input::<f32>(&w, "pack_bf16: w")?;
+    let PackArgs {
+        kind,
+        groups,
+        w: wd,
+        shape: ws,
+    } = pack_args(&interface::PACK_BF16, args)?;
     let shape = packed_shape(kind, groups, &ws);
     let per_group = (shape[1] * shape[2] * shape[3]) as usize;
     let mut packed = vec![0u32; groups * per_group];
@@ -134,19 +92,9 @@ pub(crate) fn packed_weights<'a>(
         );
     }
     let data: Cow<'a, [Bf16]> = input::<Bf16>(w, &format!("{who}: w"))?;
-    Ok(match data {
-        Cow::Borrowed(s) if (s.as_ptr() as usize).is_multiple_of(4) => {
-            // SAFETY: 4-byte aligned, an even number of u16s (the last dimension is 2).
-            Cow::Borrowed(unsafe {
-                std::slice::from_raw_parts(s.as_ptr() as *const u32, s.len() / 2)
-            })
-        }
-        s => Cow::Owned(
-            s.chunks_exact(2)
-                .map(|p| p[0].0 as u32 | (p[1].0 as u32) << 16)
-                .collect(),
-        ),
-    })
+    Ok(as_words(data, |p: [Bf16; 2]| {
+        p[0].0 as u32 | (p[1].0 as u32) << 16
+    }))
 }
 
 /// Where bf16 is not native: `run` on the weights unpacked to f32 by `unpack`,

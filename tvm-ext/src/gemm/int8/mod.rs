@@ -38,11 +38,10 @@
 //! Files: `pack.rs` quantizes and packs the activations, `x86.rs` holds the
 //! AVX-512 inner loop and packing, `weights.rs` the weights (packed at compile
 //! time, read per call, dequantized to f32 where VNNI is missing).
-use rayon::prelude::*;
-use tvm_ffi::{Any, AnyView, Function};
+use tvm_ffi::Function;
 
-use crate::args::Cursor;
-use crate::gemm::{threads, SharedMut};
+use crate::gemm::packed::{self, check_operands, disabled_by_env, for_each_block};
+use crate::gemm::SharedMut;
 use crate::interface;
 use crate::job::JobError;
 
@@ -57,12 +56,9 @@ mod x86;
 
 pub(crate) use pack::{as_i32, min_max, pack_quad, quads, Affine};
 pub(crate) use weights::{fill_affine, packed_weights, with_f32_weights, Weights};
-pub use weights::{pack_function, packed_len, Kind};
+pub use weights::{pack_function, packed_len};
 
-/// Rows of a [`PackedA`] panel: the register tile's height.
-pub const MR: usize = 8;
-/// Columns of a [`PackedB`] panel: the register tile's width, two zmm vectors.
-pub const NR: usize = 32;
+pub use packed::{Kind, MR, NR};
 /// The longest inner dimension: `255 * 128 * MAX_K` stays below `2^31`.
 pub const MAX_K: usize = 65_536;
 
@@ -78,16 +74,13 @@ pub enum Isa {
 
 /// The registered `kokoro_tvm_ext.int8_native`.
 pub fn native_function() -> Function {
-    Function::from_packed(|args: &[AnyView]| -> tvm_ffi::Result<Any> {
-        Cursor::new(&interface::INT8_NATIVE, args)?.finish()?;
-        Ok(Any::from(native_int8()))
-    })
+    packed::native_function(&interface::INT8_NATIVE, native_int8)
 }
 
 /// Whether `KOKORO_TVM_EXT_NO_VNNI` asks to ignore AVX512-VNNI (any value but
 /// empty or "0").
 pub fn vnni_disabled_by_env() -> bool {
-    std::env::var("KOKORO_TVM_EXT_NO_VNNI").is_ok_and(|v| !v.is_empty() && v != "0")
+    disabled_by_env("KOKORO_TVM_EXT_NO_VNNI")
 }
 
 /// Whether this CPU has AVX512-VNNI and the environment does not hide it: the
@@ -128,51 +121,10 @@ pub(crate) enum Signs {
     WeightsB,
 }
 
-/// The broadcast operand, `rows x k`, in panels of [`MR`] rows (module docs).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct PackedA<'a> {
-    pub data: &'a [u32],
-    pub rows: usize,
-    pub k: usize,
-}
-
-/// The vector operand, `k x cols`, in panels of [`NR`] columns (module docs).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct PackedB<'a> {
-    pub data: &'a [u32],
-    pub cols: usize,
-    pub k: usize,
-}
-
-impl PackedA<'_> {
-    /// `u32`s of a packed `rows x k` operand.
-    pub const fn len(rows: usize, k: usize) -> usize {
-        rows.div_ceil(MR) * quads(k) * MR
-    }
-}
-
-impl<'a> PackedB<'a> {
-    /// `u32`s of a packed `k x cols` operand.
-    pub const fn len(k: usize, cols: usize) -> usize {
-        cols.div_ceil(NR) * quads(k) * NR
-    }
-
-    /// The panels `p0..p1` as an operand of their own (the last one may be partial).
-    pub fn panels(&self, p0: usize, p1: usize) -> Result<PackedB<'a>, JobError> {
-        let n = quads(self.k) * NR;
-        let total = self.cols.div_ceil(NR);
-        if p0 > p1 || p1 > total || self.data.len() < total * n {
-            return Err(JobError::new(format!(
-                "panels {p0}..{p1} of a packed operand with {total} panels"
-            )));
-        }
-        Ok(PackedB {
-            data: &self.data[p0 * n..p1 * n],
-            cols: self.cols.min(p1 * NR).saturating_sub(p0 * NR),
-            k: self.k,
-        })
-    }
-}
+/// The broadcast operand, `rows x k`, in panels of [`MR`] rows of quads (module docs).
+pub(crate) type PackedA<'a> = packed::PackedA<'a, 4>;
+/// The vector operand, `k x cols`, in panels of [`NR`] columns of quads (module docs).
+pub(crate) type PackedB<'a> = packed::PackedB<'a, 4>;
 
 /// The dequantization of a product: element `(r, c)` is
 /// `(sum - row_off[r] * col_off[c]) * row_scale[r] * col_scale[c]`.
@@ -212,13 +164,6 @@ pub(crate) unsafe fn gemm_int8(
             a.k, b.k
         )));
     }
-    if a.data.len() != PackedA::len(m, k) || b.data.len() != PackedB::len(k, n) {
-        return Err(JobError::new(format!(
-            "packed operands of {} and {} elements do not hold {m}x{k} and {k}x{n}",
-            a.data.len(),
-            b.data.len(),
-        )));
-    }
     if s.row_scale.len() < m || s.row_off.len() < m || s.col_scale.len() < n || s.col_off.len() < n
     {
         return Err(JobError::new(format!(
@@ -229,29 +174,15 @@ pub(crate) unsafe fn gemm_int8(
             s.col_off.len()
         )));
     }
-    if m == 0 || n == 0 {
+    if !check_operands(&a, &b, &c, c_offset, ldc)? {
         return Ok(());
     }
-    if m > 1 && ldc < n {
-        return Err(JobError::new(format!(
-            "ldc {ldc} < {n} columns: rows would alias"
-        )));
-    }
-    c.check(c_offset, n)?;
-    c.check(c_offset + (m - 1) * ldc, n)?;
     let kq = quads(k);
-    let (mp, np) = (m.div_ceil(MR), n.div_ceil(NR));
-    let want = if parallel { 2 * threads() } else { 1 };
-    let nj = np.min(want);
-    let ni = mp.min(want.div_ceil(nj));
-    let job = |jid: usize| -> Result<(), JobError> {
-        let (bi, bj) = (jid / nj, jid % nj);
-        let (i0, i1) = (bi * mp / ni, (bi + 1) * mp / ni);
-        let (j0, j1) = (bj * np / nj, (bj + 1) * np / nj);
-        for j in j0..j1 {
+    for_each_block(m.div_ceil(MR), n.div_ceil(NR), parallel, |is, js| {
+        for j in js {
             let cols = NR.min(n - j * NR);
             let bp = &b.data[j * kq * NR..][..kq * NR];
-            for i in i0..i1 {
+            for i in is.clone() {
                 let rows = MR.min(m - i * MR);
                 let ap = &a.data[i * kq * MR..][..kq * MR];
                 let t = Tile {
@@ -268,15 +199,7 @@ pub(crate) unsafe fn gemm_int8(
             }
         }
         Ok(())
-    };
-    if ni * nj > 1 {
-        (0..ni * nj)
-            .into_par_iter()
-            .with_max_len(1)
-            .try_for_each(job)
-    } else {
-        job(0)
-    }
+    })
 }
 
 /// One tile's extent and dequantization (slices of [`Scales`] from its corner).
@@ -332,7 +255,10 @@ fn bytes(v: u32, unsigned: bool) -> [i32; 4] {
     }
 }
 
+// Inlined into the tile loop, as it was before the loop moved to `packed`
+// (a separate call made the bf16 one ~18% slower).
 #[allow(clippy::too_many_arguments)]
+#[inline]
 unsafe fn tile_portable(
     signs: Signs,
     kq: usize,

@@ -24,23 +24,15 @@ use std::borrow::Cow;
 
 use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, Tensor, TensorView, VALUE_ERROR};
 
-use super::{quads, Affine, PackedA, PackedB, MAX_K, MR, NR};
-use crate::args::Cursor;
+use super::{quads, Affine, Kind, PackedA, PackedB, MAX_K, MR, NR};
+use crate::gemm::packed::{as_words, pack_args, PackArgs};
 use crate::interface;
 use crate::scratch::Scratch;
-use crate::tensor::{dim, expect_shape, input, shape_of};
+use crate::tensor::{expect_shape, input};
 
 /// The registered `kokoro_tvm_ext.pack_int8`.
 pub fn pack_function() -> Function {
     Function::from_packed(|args: &[AnyView]| -> Result<Any> { Ok(Any::from(pack_packed(args)?)) })
-}
-
-/// What a packed weight tensor holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    Conv1d,
-    Conv1dTranspose,
-    Matmul,
 }
 
 /// The operand of one group: `(inner k, rows or columns, taps per channel)`.
@@ -66,47 +58,18 @@ pub fn packed_len(kind: Kind, groups: usize, w_shape: &[usize]) -> (usize, usize
 
 fn pack_packed(args: &[AnyView]) -> Result<Tensor> {
     const WHO: &str = "pack_int8";
-    let mut c = Cursor::new(&interface::PACK_INT8, args)?;
-    let kind = match c.string("kind")?.as_str() {
-        "conv1d" => Kind::Conv1d,
-        "conv1d_transpose" => Kind::Conv1dTranspose,
-        "matmul" => Kind::Matmul,
-        other => bail!(
-            VALUE_ERROR,
-            "{WHO}: kind: expected \"conv1d\", \"conv1d_transpose\" or \"matmul\", got {other:?}"
-        ),
-    };
-    let groups = c.int_in("groups", 1, i32::MAX as i64)? as usize;
-    let w = c.tensor("w")?;
-    c.finish()?;
-    let rank = if kind == Kind::Matmul { 2 } else { 3 };
-    let ws: Vec<usize> = shape_of(&w, "pack_int8: w", rank)?
-        .iter()
-        .map(|&d| dim(d))
-        .collect();
-    ensure!(
-        ws.iter().all(|&d| d > 0),
-        VALUE_ERROR,
-        "{WHO}: w: expected no empty dimension, got shape {ws:?}"
-    );
-    ensure!(
-        kind != Kind::Matmul || groups == 1,
-        VALUE_ERROR,
-        "{WHO}: groups: matmul weights have one group, got {groups}"
-    );
-    ensure!(
-        ws[0].is_multiple_of(groups),
-        VALUE_ERROR,
-        "{WHO}: groups: {groups} does not divide the {} channels of w's first dimension",
-        ws[0]
-    );
+    let PackArgs {
+        kind,
+        groups,
+        w: wd,
+        shape: ws,
+    } = pack_args(&interface::PACK_INT8, args)?;
     let (k, n, taps) = operand(kind, groups, &ws);
     ensure!(
         k <= MAX_K,
         VALUE_ERROR,
         "{WHO}: w: an inner dimension of {k} is more than the int8 GEMM's {MAX_K}"
     );
-    let wd = input::<f32>(&w, "pack_int8: w")?;
     ensure!(
         wd.iter().all(|v| v.is_finite()),
         VALUE_ERROR,
@@ -242,19 +205,7 @@ pub(crate) fn packed_weights<'a>(
         );
     }
     let data: Cow<'a, [i8]> = input::<i8>(w, &format!("{who}: w"))?;
-    let words = match data {
-        Cow::Borrowed(s) if (s.as_ptr() as usize).is_multiple_of(4) => {
-            // SAFETY: 4-byte aligned, a multiple of 4 bytes (the last dimension is 4).
-            Cow::Borrowed(unsafe {
-                std::slice::from_raw_parts(s.as_ptr() as *const u32, s.len() / 4)
-            })
-        }
-        s => Cow::Owned(
-            s.chunks_exact(4)
-                .map(|b| u32::from_le_bytes([b[0] as u8, b[1] as u8, b[2] as u8, b[3] as u8]))
-                .collect(),
-        ),
-    };
+    let words = as_words(data, |b: [i8; 4]| u32::from_le_bytes(b.map(|x| x as u8)));
     Ok(Weights { words, p, n })
 }
 

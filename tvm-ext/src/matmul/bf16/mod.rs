@@ -11,9 +11,9 @@
 //! Where bf16 is not native ([`crate::gemm::bf16::native_bf16`]), the weights
 //! are unpacked to f32 and the f32 matmul runs. Otherwise `x` is packed once
 //! and the GEMM splits the output over the threads.
-use tvm_ffi::{ensure, Any, AnyView, Function, Result, VALUE_ERROR};
+use tvm_ffi::{Any, AnyView, Function, Result};
 
-use super::{call_data, matmul_forward, parse_call, WeightKind};
+use super::{call_data, expect_packed_call, matmul_forward, parse_call, prefill_bias, WeightKind};
 use crate::gemm::bf16::{
     as_u32, gemm_bf16, native_bf16, pack_a, packed_shape, packed_weights, unpack_b_into,
     with_f32_weights, Kind, PackedA, PackedB,
@@ -53,14 +53,8 @@ pub fn matmul_bf16_forward(
     out: &mut [f32],
 ) -> Result<()> {
     const WHO: &str = "matmul_bf16";
-    ensure!(
-        x.len() == rows * k
-            && w.len() == PackedB::len(k, n)
-            && bias.is_none_or(|b| b.len() == n)
-            && out.len() == rows * n,
-        VALUE_ERROR,
-        "{WHO}: buffer lengths do not match rows={rows}, k={k}, n={n}"
-    );
+    let w_fits = w.len() == PackedB::len(k, n);
+    expect_packed_call(WHO, (rows, k, n), x, w_fits, bias, out)?;
     if !native_bf16() {
         let unpack = |f32_w: &mut [f32]| unpack_b_into(w, k, n, f32_w);
         return with_f32_weights(k * n, unpack, |f32_w| {
@@ -74,11 +68,7 @@ pub fn matmul_bf16_forward(
     a.set_len(PackedA::len(rows, k));
     let packed = as_u32(&mut a);
     pack_a(rows, k, |i, l| x[i * k + l], packed).map_err(|e| internal(WHO, e))?;
-    if let Some(b) = bias {
-        for row in out.chunks_exact_mut(n) {
-            row.copy_from_slice(b);
-        }
-    }
+    prefill_bias(out, n, bias);
     let (a, b) = (
         PackedA {
             data: packed,

@@ -11,9 +11,9 @@
 //!
 //! Where int8 is not native ([`crate::gemm::int8::native_int8`]), the weights
 //! are dequantized to f32 and the f32 matmul runs.
-use tvm_ffi::{ensure, Any, AnyView, Function, Result, VALUE_ERROR};
+use tvm_ffi::{Any, AnyView, Function, Result};
 
-use super::{call_data, matmul_forward, parse_call, WeightKind};
+use super::{call_data, expect_packed_call, matmul_forward, parse_call, prefill_bias, WeightKind};
 use crate::gemm::bf16::as_u32;
 use crate::gemm::int8::{
     as_i32, gemm_int8, isa, min_max, native_int8, packed_weights, quads, with_f32_weights, Affine,
@@ -55,11 +55,7 @@ pub(crate) fn matmul_int8_forward(
     out: &mut [f32],
 ) -> Result<()> {
     const WHO: &str = "matmul_int8";
-    ensure!(
-        x.len() == rows * k && bias.is_none_or(|b| b.len() == n) && out.len() == rows * n,
-        VALUE_ERROR,
-        "{WHO}: buffer lengths do not match rows={rows}, k={k}, n={n}"
-    );
+    expect_packed_call(WHO, (rows, k, n), x, true, bias, out)?;
     if !native_int8() {
         return with_f32_weights(Kind::Matmul, 1, &[k, n], w, |f32_w| {
             matmul_forward(rows, k, n, x, f32_w, bias, out)
@@ -106,11 +102,7 @@ pub(crate) fn matmul_int8_forward(
             packed[((i / MR) * kq + q) * MR + i % MR] = 0;
         }
     }
-    if let Some(b) = bias {
-        for row in out.chunks_exact_mut(n) {
-            row.copy_from_slice(b);
-        }
-    }
+    prefill_bias(out, n, bias);
     let (a, b) = (
         PackedA {
             data: packed,
