@@ -136,6 +136,29 @@ pub(crate) fn for_each_block(
 // Picking the inner loop.
 // ---------------------------------------------------------------------------
 
+/// The inner loop of this process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isa {
+    /// The precision's dot-product instruction: `VDPBF16PS` (AVX512-BF16) for
+    /// bf16, `VPDPBUSD` (AVX512-VNNI) for int8.
+    Native,
+    /// Plain Rust: exact, but slow; the kernels use the f32 path instead when
+    /// the precision is not native.
+    Portable,
+}
+
+impl Isa {
+    /// `Native` where the CPU has the instruction (`has_native`) and the
+    /// environment does not hide it (`hidden`), else `Portable`.
+    pub fn detect(hidden: bool, has_native: impl FnOnce() -> bool) -> Isa {
+        if !hidden && has_native() {
+            Isa::Native
+        } else {
+            Isa::Portable
+        }
+    }
+}
+
 /// Whether the environment variable `var` is set to hide a CPU feature (any
 /// value but empty or "0").
 pub fn disabled_by_env(var: &str) -> bool {

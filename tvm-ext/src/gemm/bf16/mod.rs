@@ -66,15 +66,7 @@ const KC: usize = 256;
 // Picking the inner loop.
 // ---------------------------------------------------------------------------
 
-/// The inner loop of this process.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Isa {
-    /// `VDPBF16PS` (AVX512-BF16).
-    Native,
-    /// Plain Rust: correct anywhere, but slow; the bf16 convolutions and matmul
-    /// use the f32 path instead when [`native_bf16`] is false.
-    Portable,
-}
+pub use packed::Isa;
 
 /// The registered `kokoro_tvm_ext.bf16_native`.
 pub fn native_function() -> Function {
@@ -101,16 +93,14 @@ pub fn isa() -> Isa {
 }
 
 fn detect(no_bf16: bool) -> Isa {
-    #[cfg(target_arch = "x86_64")]
-    if !no_bf16
-        && is_x86_feature_detected!("avx512f")
-        && is_x86_feature_detected!("avx512bw")
-        && is_x86_feature_detected!("avx512bf16")
-    {
-        return Isa::Native;
-    }
-    let _ = no_bf16;
-    Isa::Portable
+    Isa::detect(no_bf16, || {
+        #[cfg(target_arch = "x86_64")]
+        return is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512bf16");
+        #[allow(unreachable_code)]
+        false
+    })
 }
 
 // ---------------------------------------------------------------------------

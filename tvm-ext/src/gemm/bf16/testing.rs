@@ -1,8 +1,7 @@
 //! What the tests of the bf16 kernels share: bf16 rounding, packing through
 //! the registered packer (as the compiler does), and their tolerance.
-use tvm_ffi::{AnyView, Tensor};
-
 use super::{pack_function, round_bf16};
+use crate::gemm::testing::packed_with;
 use crate::tensor::fuzz::{call_returning, check, elements, Call, Data, Spec, Value};
 use crate::tensor::testing::{Owned, Rng};
 use crate::tensor::Bf16;
@@ -13,22 +12,7 @@ pub fn rounded(v: &[f32]) -> Vec<f32> {
 
 /// Packs `w` through the registered packer, as the compiler does.
 pub fn pack(kind: &str, groups: i64, w: &[f32], shape: &[i64]) -> Owned<Bf16> {
-    let mut wt = Owned::new(w.to_vec(), shape);
-    let kind = tvm_ffi::String::from(kind);
-    let view = wt.view();
-    let args = [
-        AnyView::from(&kind),
-        AnyView::from(&groups),
-        AnyView::from(&view),
-    ];
-    let t: Tensor = pack_function()
-        .call_packed(&args)
-        .unwrap_or_else(|e| panic!("{}", e.message()))
-        .try_into()
-        .unwrap();
-    let data =
-        unsafe { std::slice::from_raw_parts(t.data_ptr() as *const Bf16, t.numel()) }.to_vec();
-    Owned::new(data, t.shape())
+    packed_with(pack_function(), kind, groups, w, shape)
 }
 
 /// The f32 kernels on bf16-rounded x and w: what the bf16 kernels compute,

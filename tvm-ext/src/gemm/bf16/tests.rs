@@ -1,9 +1,8 @@
 use super::testing::{packed, rounded};
 use super::*;
 use crate::gemm::testing::reference_matmul;
-use crate::gemm::{sgemm, Layout};
-use crate::tensor::testing::{cpu_seconds, Owned, Rng, THREAD_CPU};
-use tvm_ffi::{Any, AnyView, Result};
+use crate::gemm::testing::{call_packer, f32_gemm_rate, rate_per_core, BENCH_SHAPES};
+use crate::tensor::testing::Rng;
 
 fn isas() -> Vec<Isa> {
     let mut v = vec![Isa::Portable];
@@ -199,37 +198,20 @@ fn sub_panels_and_bad_operands() {
 
 #[test]
 fn packer_rejects_bad_arguments() {
-    let err = |r: Result<Any>| match r {
-        Ok(_) => panic!("the call should fail"),
-        Err(e) => e.message().to_string(),
+    let w = vec![0.5f32; 24];
+    let err = |kind: &str, groups: i64| {
+        call_packer(pack_function(), kind, groups, &w, &[4, 3, 2])
+            .err()
+            .expect("the call should fail")
     };
-    let mut w = Owned::new(vec![0.5f32; 24], &[4, 3, 2]);
-    let kind = tvm_ffi::String::from("conv2d");
-    let one = 1i64;
-    let wv = w.view();
-    let m = err(pack_function().call_packed(&[
-        AnyView::from(&kind),
-        AnyView::from(&one),
-        AnyView::from(&wv),
-    ]));
+    let m = err("conv2d", 1);
     assert!(m.contains("pack_bf16: kind: expected \"conv1d\""), "{m}");
-    let kind = tvm_ffi::String::from("conv1d");
-    let three = 3i64;
-    let m = err(pack_function().call_packed(&[
-        AnyView::from(&kind),
-        AnyView::from(&three),
-        AnyView::from(&wv),
-    ]));
+    let m = err("conv1d", 3);
     assert!(
         m.contains("pack_bf16: groups: 3 does not divide the 4 channels"),
         "{m}"
     );
-    let kind = tvm_ffi::String::from("matmul");
-    let m = err(pack_function().call_packed(&[
-        AnyView::from(&kind),
-        AnyView::from(&one),
-        AnyView::from(&wv),
-    ]));
+    let m = err("matmul", 1);
     assert!(m.contains("pack_bf16: w: expected rank 2"), "{m}");
 }
 
@@ -301,14 +283,7 @@ fn random_calls_through_the_registry_match_the_reference_and_bad_ones_name_the_a
 fn bench_gemm_bf16() {
     println!("isa of this process: {:?}", isa());
     // (M = Cout, K = Cin*K, N = tile columns) at Kokoro's conv shapes.
-    for &(m, k, n) in &[
-        (128usize, 896usize, 512usize),
-        (256, 2816, 256),
-        (512, 1536, 320),
-        (512, 3584, 160),
-        (64, 128, 1024),
-        (128, 384, 1024),
-    ] {
+    for (m, k, n) in BENCH_SHAPES {
         let a = vec![0.5f32; m * k];
         let b = vec![0.25f32; k * n];
         let mut c = vec![0.0f32; m * n];
@@ -317,35 +292,8 @@ fn bench_gemm_bf16() {
         pack_a(m, k, |i, l| a[i * k + l], &mut pa).unwrap();
         pack_b(k, n, |l, j| b[l * n + j], &mut pb).unwrap();
         let flops = 2.0 * (m * n * k) as f64;
-        let reps = ((3e9 / flops) as usize).max(3);
-        let time = |f: &mut dyn FnMut()| {
-            f();
-            let mut best = f64::MAX;
-            for _ in 0..3 {
-                let t = cpu_seconds(THREAD_CPU);
-                for _ in 0..reps {
-                    f();
-                }
-                best = best.min((cpu_seconds(THREAD_CPU) - t) / reps as f64);
-            }
-            flops / best / 1e9
-        };
-        let f32_rate = time(&mut || {
-            sgemm(
-                m,
-                n,
-                k,
-                &a,
-                Layout::row_major(0, k),
-                &b,
-                Layout::row_major(0, n),
-                &mut c,
-                Layout::row_major(0, n),
-                false,
-                false,
-            )
-            .unwrap()
-        });
+        let f32_rate = f32_gemm_rate(m, k, n);
+        let time = |f: &mut dyn FnMut()| rate_per_core(flops, f);
         let mut line = format!("{m}x{k}x{n}: f32 gemm {f32_rate:.1}");
         for which in [Isa::Native, Isa::Portable] {
             if detect(false) != Isa::Native && which == Isa::Native {

@@ -62,15 +62,7 @@ pub use packed::{Kind, MR, NR};
 /// The longest inner dimension: `255 * 128 * MAX_K` stays below `2^31`.
 pub const MAX_K: usize = 65_536;
 
-/// The inner loop of this process.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Isa {
-    /// `VPDPBUSD` (AVX512-VNNI).
-    Vnni,
-    /// Plain Rust: exact, but slow; the int8 kernels use the f32 path instead
-    /// when [`native_int8`] is false.
-    Portable,
-}
+pub use packed::Isa;
 
 /// The registered `kokoro_tvm_ext.int8_native`.
 pub fn native_function() -> Function {
@@ -86,7 +78,7 @@ pub fn vnni_disabled_by_env() -> bool {
 /// Whether this CPU has AVX512-VNNI and the environment does not hide it: the
 /// condition for the int8 kernels to run in int8. Read once per process.
 pub fn native_int8() -> bool {
-    isa() == Isa::Vnni
+    isa() == Isa::Native
 }
 
 /// The inner loop this process uses, detected once.
@@ -96,16 +88,14 @@ pub fn isa() -> Isa {
 }
 
 fn detect(no_vnni: bool) -> Isa {
-    #[cfg(target_arch = "x86_64")]
-    if !no_vnni
-        && is_x86_feature_detected!("avx512f")
-        && is_x86_feature_detected!("avx512bw")
-        && is_x86_feature_detected!("avx512vnni")
-    {
-        return Isa::Vnni;
-    }
-    let _ = no_vnni;
-    Isa::Portable
+    Isa::detect(no_vnni, || {
+        #[cfg(target_arch = "x86_64")]
+        return is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vnni");
+        #[allow(unreachable_code)]
+        false
+    })
 }
 
 // ---------------------------------------------------------------------------
@@ -233,11 +223,11 @@ unsafe fn tile(
     debug_assert!(a.len() >= kq * MR && b.len() >= kq * NR && t.rows <= MR && t.cols <= NR);
     match (isa, signs) {
         #[cfg(target_arch = "x86_64")]
-        (Isa::Vnni, Signs::WeightsA) => {
+        (Isa::Native, Signs::WeightsA) => {
             x86::tile_vnni::<false>(kq, a.as_ptr(), b.as_ptr(), c, ldc, t, acc)
         }
         #[cfg(target_arch = "x86_64")]
-        (Isa::Vnni, Signs::WeightsB) => {
+        (Isa::Native, Signs::WeightsB) => {
             x86::tile_vnni::<true>(kq, a.as_ptr(), b.as_ptr(), c, ldc, t, acc)
         }
         _ => tile_portable(signs, kq, a, b, c, ldc, t, acc),

@@ -59,7 +59,7 @@ impl Affine {
 /// The smallest and largest of `v` (`(0, 0)` when empty; NaN ignored).
 pub(crate) fn min_max(v: &[f32]) -> (f32, f32) {
     #[cfg(target_arch = "x86_64")]
-    if isa() == Isa::Vnni {
+    if isa() == Isa::Native {
         // SAFETY: AVX512-VNNI implies AVX-512F.
         return unsafe { super::x86::min_max_avx512(v) };
     }
@@ -91,7 +91,7 @@ pub(crate) fn pack_quad(
         )));
     }
     #[cfg(target_arch = "x86_64")]
-    if isa() == Isa::Vnni {
+    if isa() == Isa::Native {
         // SAFETY: AVX-512F/BW are present; lengths checked above.
         unsafe { super::x86::pack_quad_avx512(rows, n, quant, q, kq, width, dst) };
         return Ok(());

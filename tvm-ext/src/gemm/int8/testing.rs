@@ -1,27 +1,12 @@
 //! What the tests of the int8 kernels share: packing through the registered
 //! packer (as the compiler does) and the quantization error bound.
-use tvm_ffi::{AnyView, Tensor};
-
 use super::pack_function;
+use crate::gemm::testing::packed_with;
 use crate::tensor::testing::Owned;
 
 /// Packs `w` through the registered packer, as the compiler does.
 pub fn pack(kind: &str, groups: i64, w: &[f32], shape: &[i64]) -> Owned<i8> {
-    let mut wt = Owned::new(w.to_vec(), shape);
-    let kind = tvm_ffi::String::from(kind);
-    let view = wt.view();
-    let args = [
-        AnyView::from(&kind),
-        AnyView::from(&groups),
-        AnyView::from(&view),
-    ];
-    let t: Tensor = pack_function()
-        .call_packed(&args)
-        .unwrap_or_else(|e| panic!("{}", e.message()))
-        .try_into()
-        .unwrap();
-    let data = unsafe { std::slice::from_raw_parts(t.data_ptr() as *const i8, t.numel()) }.to_vec();
-    Owned::new(data, t.shape())
+    packed_with(pack_function(), kind, groups, w, shape)
 }
 
 /// The largest |v|.

@@ -1,12 +1,12 @@
 use super::testing::pack;
 use super::*;
-use crate::gemm::{sgemm, Layout};
-use crate::tensor::testing::{cpu_seconds, Rng, THREAD_CPU};
+use crate::gemm::testing::{call_packer, f32_gemm_rate, rate_per_core, BENCH_SHAPES};
+use crate::tensor::testing::Rng;
 
 fn isas() -> Vec<Isa> {
     let mut v = vec![Isa::Portable];
-    if detect(false) == Isa::Vnni {
-        v.push(Isa::Vnni);
+    if detect(false) == Isa::Native {
+        v.push(Isa::Native);
     }
     v
 }
@@ -273,24 +273,11 @@ fn packer_quantizes_per_channel_and_keeps_an_int8_grid() {
 /// Bad packer arguments are value errors naming the argument.
 #[test]
 fn packer_rejects_bad_arguments() {
-    use tvm_ffi::{AnyView, Tensor};
     let call = |kind: &str, groups: i64, shape: &[i64]| -> String {
         let n = shape.iter().product::<i64>() as usize;
-        let mut wt = crate::tensor::testing::Owned::new(vec![0.5f32; n], shape);
-        let kind = tvm_ffi::String::from(kind);
-        let view = wt.view();
-        let args = [
-            AnyView::from(&kind),
-            AnyView::from(&groups),
-            AnyView::from(&view),
-        ];
-        match pack_function().call_packed(&args) {
-            Ok(t) => {
-                let _: Tensor = t.try_into().unwrap();
-                String::new()
-            }
-            Err(e) => e.message().to_string(),
-        }
+        call_packer(pack_function(), kind, groups, &vec![0.5f32; n], shape)
+            .err()
+            .unwrap_or_default()
     };
     assert!(call("conv2d", 1, &[4, 2, 3]).contains("kind"));
     assert!(call("conv1d", 3, &[4, 2, 3]).contains("groups"));
@@ -302,10 +289,10 @@ fn packer_rejects_bad_arguments() {
 #[test]
 fn the_switch_hides_vnni() {
     assert_eq!(detect(true), Isa::Portable);
-    assert_eq!(native_int8(), isa() == Isa::Vnni);
+    assert_eq!(native_int8(), isa() == Isa::Native);
     assert_eq!(
-        isa() == Isa::Vnni,
-        detect(vnni_disabled_by_env()) == Isa::Vnni
+        isa() == Isa::Native,
+        detect(vnni_disabled_by_env()) == Isa::Native
     );
 }
 
@@ -316,51 +303,14 @@ fn the_switch_hides_vnni() {
 #[ignore]
 fn bench_gemm_int8() {
     println!("isa of this process: {:?}", isa());
-    for &(m, k, n) in &[
-        (128usize, 896usize, 512usize),
-        (256, 2816, 256),
-        (512, 1536, 320),
-        (512, 3584, 160),
-        (64, 128, 1024),
-        (128, 384, 1024),
-    ] {
-        let a = vec![0.5f32; m * k];
-        let b = vec![0.25f32; k * n];
-        let mut c = vec![0.0f32; m * n];
+    for (m, k, n) in BENCH_SHAPES {
         let pa = pack_ints(MR, m, k, |_, _| 3);
         let pb = pack_ints(NR, n, k, |_, _| 100);
         let (rs, cs) = (vec![1.0f32; m], vec![1.0f32; n]);
         let (ro, co) = (vec![0i32; m], vec![0i32; n]);
+        let mut c = vec![0.0f32; m * n];
         let flops = 2.0 * (m * n * k) as f64;
-        let reps = ((3e9 / flops) as usize).max(3);
-        let time = |f: &mut dyn FnMut()| {
-            f();
-            let mut best = f64::MAX;
-            for _ in 0..3 {
-                let t = cpu_seconds(THREAD_CPU);
-                for _ in 0..reps {
-                    f();
-                }
-                best = best.min((cpu_seconds(THREAD_CPU) - t) / reps as f64);
-            }
-            flops / best / 1e9
-        };
-        let f32_rate = time(&mut || {
-            sgemm(
-                m,
-                n,
-                k,
-                &a,
-                Layout::row_major(0, k),
-                &b,
-                Layout::row_major(0, n),
-                &mut c,
-                Layout::row_major(0, n),
-                false,
-                false,
-            )
-            .unwrap()
-        });
+        let f32_rate = f32_gemm_rate(m, k, n);
         let mut line = format!("{m}x{k}x{n}: f32 gemm {f32_rate:.1}");
         for which in isas().into_iter().rev() {
             let s = Scales {
@@ -381,7 +331,7 @@ fn bench_gemm_int8() {
                     k,
                 },
             );
-            let rate = time(&mut || unsafe {
+            let rate = rate_per_core(flops, &mut || unsafe {
                 let sh = SharedMut::new(&mut c);
                 gemm_int8(pa, pb, Signs::WeightsA, s, sh, 0, n, false, false, which).unwrap()
             });
