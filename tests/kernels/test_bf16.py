@@ -8,15 +8,12 @@ they unpack the weights and run in f32.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 import tvm  # noqa: E402
+from precision_modes import assert_packer_and_kernel_errors_reach_python, fallback_max_error  # noqa: E402
 from tvm import relax  # noqa: E402
 
 import kokoro_tvm_ext  # noqa: E402
@@ -113,21 +110,7 @@ def test_bf16_kernels_match_torch(compiled, rng, length):
 
 @needs_bf16
 def test_packer_and_kernel_errors_reach_python():
-    pack = tvm.get_global_func("kokoro_tvm_ext.pack_bf16")
-    w = tvm.runtime.tensor(np.ones((4, 3, 2), np.float32))
-    with pytest.raises(ValueError, match='pack_bf16: kind: expected "conv1d"'):
-        pack("conv2d", 1, w)
-    packed = pack("conv1d", 1, w)
-    assert packed.dtype == "bfloat16" and tuple(packed.shape) == (1, 1, 3, 8, 2)
-    conv = tvm.get_global_func("kokoro_tvm_ext.conv1d_bf16")
-    x = tvm.runtime.tensor(np.ones((1, 3, 8), np.float32))
-    out = tvm.runtime.tensor(np.zeros((1, 4, 7), np.float32))
-    conv(1, 0, 0, 1, 1, 0, 2, x, packed, out)
-    np.testing.assert_allclose(out.numpy(), 6.0)
-    with pytest.raises(ValueError, match=r"conv1d_bf16: w: expected shape \[1, 1, 5, 8, 2\]"):
-        conv(1, 0, 0, 1, 1, 0, 3, x, packed, tvm.runtime.tensor(np.zeros((1, 4, 6), np.float32)))
-    with pytest.raises(TypeError, match="conv1d_bf16: w: expected dtype bfloat16, got float32"):
-        conv(1, 0, 0, 1, 1, 0, 2, x, w, out)
+    assert_packer_and_kernel_errors_reach_python("bf16", "bfloat16", (1, 1, 3, 8, 2), r"\[1, 1, 5, 8, 2\]")
 
 
 FALLBACK = """
@@ -153,8 +136,5 @@ print("max error", float(np.abs(got - want).max()))
 
 def test_fallback_runs_f32_on_the_unpacked_weights():
     """KOKORO_TVM_EXT_NO_BF16=1: the same artifact computes in f32 with the bf16 weights."""
-    env = {**os.environ, "KOKORO_TVM_EXT_NO_BF16": "1"}
-    result = subprocess.run([sys.executable, "-c", FALLBACK], env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    error = float(result.stdout.split("max error")[-1])
-    assert error < 1e-5, result.stdout  # only the f32 accumulation differs: x is not rounded
+    # Only the f32 accumulation differs: x is not rounded.
+    assert fallback_max_error(FALLBACK, "KOKORO_TVM_EXT_NO_BF16") < 1e-5

@@ -10,15 +10,12 @@ KOKORO_TVM_EXT_NO_VNNI=1) the same calls run the f32 kernels on the dequantized 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 import tvm  # noqa: E402
+from precision_modes import assert_packer_and_kernel_errors_reach_python, fallback_max_error  # noqa: E402
 from tvm import relax  # noqa: E402
 
 import kokoro_tvm_ext  # noqa: E402
@@ -146,22 +143,8 @@ def test_int8_kernels_match_torch_within_the_quantization_bound(compiled, rng, l
 
 
 def test_packer_and_kernel_errors_reach_python():
-    pack = tvm.get_global_func("kokoro_tvm_ext.pack_int8")
-    w = tvm.runtime.tensor(np.ones((4, 3, 2), np.float32))
-    with pytest.raises(ValueError, match='pack_int8: kind: expected "conv1d"'):
-        pack("conv2d", 1, w)
-    packed = pack("conv1d", 1, w)
     # 4 output channels: one panel of 8 rows, 2 quads of the 6 inner values; scales and sums.
-    assert packed.dtype == "int8" and tuple(packed.shape) == (1, 16 + 8, 4)
-    conv = tvm.get_global_func("kokoro_tvm_ext.conv1d_int8")
-    x = tvm.runtime.tensor(np.ones((1, 3, 8), np.float32))
-    out = tvm.runtime.tensor(np.zeros((1, 4, 7), np.float32))
-    conv(1, 0, 0, 1, 1, 0, 2, x, packed, out)
-    np.testing.assert_allclose(out.numpy(), 6.0, rtol=1e-6)
-    with pytest.raises(ValueError, match=r"conv1d_int8: w: expected shape \[1, 32, 4\]"):
-        conv(1, 0, 0, 1, 1, 0, 3, x, packed, tvm.runtime.tensor(np.zeros((1, 4, 6), np.float32)))
-    with pytest.raises(TypeError, match="conv1d_int8: w: expected dtype int8, got float32"):
-        conv(1, 0, 0, 1, 1, 0, 2, x, w, out)
+    assert_packer_and_kernel_errors_reach_python("int8", "int8", (1, 16 + 8, 4), r"\[1, 32, 4\]")
 
 
 FALLBACK = """
@@ -184,11 +167,7 @@ print("max error", float(np.abs(out.numpy() - want).max()))
 
 def test_without_vnni_the_f32_kernels_run_on_the_dequantized_weights():
     """KOKORO_TVM_EXT_NO_VNNI=1 (as on a CPU without VNNI): f32 on q * scale, so no input quantization."""
-    env = {**os.environ, "KOKORO_TVM_EXT_NO_VNNI": "1"}
-    result = subprocess.run([sys.executable, "-c", FALLBACK], env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    error = float(result.stdout.split("max error")[-1])
-    assert error < 1e-5, result.stdout
+    assert fallback_max_error(FALLBACK, "KOKORO_TVM_EXT_NO_VNNI") < 1e-5
 
 
 def test_the_fallback_notice_is_one_line_once_per_process(caplog, monkeypatch):

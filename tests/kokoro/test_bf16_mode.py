@@ -15,25 +15,16 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("kokoro")
 
 import tvm  # noqa: E402
+from precision_modes import precision_runtime, snr_db  # noqa: E402
 
-import kokoro_tvm_ext  # noqa: E402
 from kokoro_tvm_ext.model.adapters.reference import reference  # noqa: E402
 
 SPEED = 9.0  # few frames per token: a short run on the same code path
 
 
-def snr_db(got: np.ndarray, want: np.ndarray) -> float:
-    return float(10 * np.log10(np.sum(want.astype(np.float64) ** 2) / np.sum((got - want).astype(np.float64) ** 2)))
-
-
 @pytest.fixture(scope="module")
 def bf16_runtime(kokoro_model):
-    # Cached across runs like tests/conftest.py's small_artifact.
-    from kokoro_tvm_ext.model.artifact_cache import artifact_key, ensure_compiled
-    from kokoro_tvm_ext.support.cache import cache_dir
-
-    out = cache_dir() / "test-artifacts" / artifact_key("random-weights-seed0", precision="bf16")
-    return kokoro_tvm_ext.KokoroTVM(ensure_compiled(out, lambda: kokoro_model, precision="bf16", quiet=True))
+    return precision_runtime(kokoro_model, "bf16")
 
 
 def test_bf16_artifact_records_its_precision(bf16_runtime):

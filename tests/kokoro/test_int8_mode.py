@@ -16,22 +16,14 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("kokoro")
 
-import kokoro_tvm_ext  # noqa: E402
+from precision_modes import precision_runtime, snr_db  # noqa: E402
+
 from kokoro_tvm_ext.model.adapters.reference import reference  # noqa: E402
-
-
-def snr_db(got: np.ndarray, want: np.ndarray) -> float:
-    return float(10 * np.log10(np.sum(want.astype(np.float64) ** 2) / np.sum((got - want).astype(np.float64) ** 2)))
 
 
 @pytest.fixture(scope="module")
 def int8_runtime(kokoro_model):
-    # Cached across runs like tests/conftest.py's small_artifact.
-    from kokoro_tvm_ext.model.artifact_cache import artifact_key, ensure_compiled
-    from kokoro_tvm_ext.support.cache import cache_dir
-
-    out = cache_dir() / "test-artifacts" / artifact_key("random-weights-seed0", precision="int8")
-    return kokoro_tvm_ext.KokoroTVM(ensure_compiled(out, lambda: kokoro_model, precision="int8", quiet=True))
+    return precision_runtime(kokoro_model, "int8")
 
 
 def test_int8_artifact_records_its_precision_and_packs_int8_weights(int8_runtime):
