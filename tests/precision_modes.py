@@ -10,6 +10,21 @@ import sys
 import numpy as np
 import pytest
 
+torch = pytest.importorskip("torch")
+
+
+class OneLayer(torch.nn.Module):
+    """One layer, applied to x [1, C, L] (Linear: to x transposed)."""
+
+    def __init__(self, layer):
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, x):
+        if isinstance(self.layer, torch.nn.Linear):
+            return self.layer(x.transpose(1, 2))
+        return self.layer(x)
+
 
 def assert_packer_and_kernel_errors_reach_python(
     precision: str, packed_dtype: str, packed_shape: tuple[int, ...], k3_shape: str

@@ -13,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import tvm  # noqa: E402
-from precision_modes import assert_packer_and_kernel_errors_reach_python, fallback_max_error  # noqa: E402
+from precision_modes import OneLayer, assert_packer_and_kernel_errors_reach_python, fallback_max_error  # noqa: E402
 from tvm import relax  # noqa: E402
 
 import kokoro_tvm_ext  # noqa: E402
@@ -24,23 +24,10 @@ NATIVE = bool(tvm.get_global_func("kokoro_tvm_ext.bf16_native")())
 needs_bf16 = pytest.mark.skipif(not NATIVE, reason="the CPU lacks AVX512-BF16 (or KOKORO_TVM_EXT_NO_BF16 is set)")
 
 
-class Op(torch.nn.Module):
-    """One layer, applied to x [1, C, L] (Linear: to x transposed)."""
-
-    def __init__(self, layer):
-        super().__init__()
-        self.layer = layer
-
-    def forward(self, x):
-        if isinstance(self.layer, torch.nn.Linear):
-            return self.layer(x.transpose(1, 2))
-        return self.layer(x)
-
-
 def run_layer(layer, x, dtype):
     """The layer in ``dtype`` on ``x`` and weights rounded to bf16 or not."""
     with torch.no_grad():
-        ref = Op(layer).to(dtype)
+        ref = OneLayer(layer).to(dtype)
         return ref(torch.from_numpy(x).to(dtype)).double().numpy()
 
 
@@ -76,7 +63,7 @@ def compiled(request):
     layer = LAYERS[request.param]().eval()
     L = torch.export.Dim("L", min=12, max=4096)
     c_in = layer.in_features if isinstance(layer, torch.nn.Linear) else layer.in_channels
-    ep = torch.export.export(Op(layer), (torch.randn(1, c_in, 40),), dynamic_shapes=({2: L},))
+    ep = torch.export.export(OneLayer(layer), (torch.randn(1, c_in, 40),), dynamic_shapes=({2: L},))
     mod = kokoro_tvm_ext.from_exported_program(ep)
     exe = tvm.compile(mod, target=TARGET, relax_pipeline=cpu_pipeline(TARGET, precision="bf16"))
     return layer, c_in, mod, relax.VirtualMachine(exe, tvm.cpu())

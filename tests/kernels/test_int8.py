@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import tvm  # noqa: E402
-from precision_modes import assert_packer_and_kernel_errors_reach_python, fallback_max_error  # noqa: E402
+from precision_modes import OneLayer, assert_packer_and_kernel_errors_reach_python, fallback_max_error  # noqa: E402
 from tvm import relax  # noqa: E402
 
 import kokoro_tvm_ext  # noqa: E402
@@ -66,17 +66,6 @@ def test_matmul_int8_is_the_int8_arithmetic_bit_for_bit(rng):
     np.testing.assert_array_equal(out.numpy(), want.astype(f32))
 
 
-class Op(torch.nn.Module):
-    def __init__(self, layer):
-        super().__init__()
-        self.layer = layer
-
-    def forward(self, x):
-        if isinstance(self.layer, torch.nn.Linear):
-            return self.layer(x.transpose(1, 2))
-        return self.layer(x)
-
-
 LAYERS = {
     # a residual block's shape: Winograd's in fp32, int8 here
     "conv 33->40 k3 d3": lambda: torch.nn.Conv1d(33, 40, 3, padding=3, dilation=3),
@@ -93,7 +82,7 @@ def compiled(request):
     layer = LAYERS[request.param]().eval()
     L = torch.export.Dim("L", min=12, max=4096)
     c_in = layer.in_features if isinstance(layer, torch.nn.Linear) else layer.in_channels
-    ep = torch.export.export(Op(layer), (torch.randn(1, c_in, 40),), dynamic_shapes=({2: L},))
+    ep = torch.export.export(OneLayer(layer), (torch.randn(1, c_in, 40),), dynamic_shapes=({2: L},))
     mod = kokoro_tvm_ext.from_exported_program(ep)
     exe = tvm.compile(mod, target=TARGET, relax_pipeline=cpu_pipeline(TARGET, precision="int8"))
     int8 = min(c_in, layer.out_features if isinstance(layer, torch.nn.Linear) else layer.out_channels) >= 32
