@@ -1,55 +1,15 @@
 //! What the convolutions on packed weights share, bf16 ([`super::bf16`]) and
 //! int8 ([`super::int8`]): the registered functions' shape, torch's weight
 //! layout, the checks of a call's buffers, and the f32 kernels they fall back to.
-use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, TensorView, VALUE_ERROR};
+use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, VALUE_ERROR};
 
-use super::{
-    call_data, conv1d_forward, conv1d_transpose_forward, parse_call, Conv1dConfig, ConvCall,
-    WeightKind,
-};
+use super::{conv1d_forward, conv1d_transpose_forward, Conv1dConfig};
 use crate::gemm::packed::Kind;
-use crate::interface::Interface;
 
-/// A precision of packed weights: how its convolutions read their weights
-/// and run.
-pub(super) trait Precision {
-    /// conv1d's interface, then conv1d_transpose's.
-    const INTERFACES: [&'static Interface; 2];
-    /// What `w` holds.
-    const WEIGHTS: WeightKind;
-    /// The packed weights of one call.
-    type Weights<'a>;
-
-    /// The call's packed weights `w`, checked against torch's `w_shape` of `kind`.
-    fn weights<'a>(
-        who: &str,
-        w: &TensorView,
-        kind: Kind,
-        groups: usize,
-        w_shape: &[usize],
-    ) -> Result<Self::Weights<'a>>;
-
-    /// The convolution on dense buffers.
-    fn forward(
-        cfg: &Conv1dConfig,
-        transpose: bool,
-        x: &[f32],
-        w: &Self::Weights<'_>,
-        bias: Option<&[f32]>,
-        out: &mut [f32],
-    ) -> Result<()>;
-}
-
-/// The registered conv1d (or with `transpose`, conv1d_transpose) of precision `P`.
-pub(super) fn function<P: Precision>(transpose: bool) -> Function {
+/// A registered convolution: `run(args, transpose)`.
+pub(super) fn function(run: fn(&[AnyView], bool) -> Result<()>, transpose: bool) -> Function {
     Function::from_packed(move |args: &[AnyView]| -> Result<Any> {
-        let iface = P::INTERFACES[transpose as usize];
-        let call: ConvCall = parse_call(iface, args, transpose, P::WEIGHTS)?;
-        let cfg = &call.cfg;
-        let (kind, w_shape) = weight_shape(cfg, transpose);
-        let w = P::weights(iface.name, &call.t.w, kind, cfg.groups, &w_shape)?;
-        let (x, bias, out) = call_data(iface.name, &call)?;
-        P::forward(cfg, transpose, &x, &w, bias.as_deref(), out)?;
+        run(args, transpose)?;
         Ok(Any::default())
     })
 }

@@ -19,21 +19,19 @@
 //! rows at a time) and multiplies the packed weights by it, the tiles split
 //! over the threads as in the f32 kernel. conv1d_transpose packs `x^T` per tile
 //! and multiplies it by its job's panels of packed weights, then scatters (col2im).
-use std::borrow::Cow;
+use tvm_ffi::{AnyView, Function, Result};
 
-use tvm_ffi::{Function, Result, TensorView};
-
-use super::packed::{self, gcd, Precision};
+use super::packed::{self, gcd, weight_shape};
 use super::{
-    col2im, fill_bias, im2col_row, run_jobs, run_parallel, Blocks, Conv1dConfig, Plan, Tuning,
-    WeightKind, TUNING,
+    call_data, col2im, fill_bias, im2col_row, parse_call, run_jobs, run_parallel, Blocks,
+    Conv1dConfig, ConvCall, Plan, Tuning, WeightKind, TUNING,
 };
 use crate::gemm::bf16::{
     as_u32, gemm_bf16_shared, isa, native_bf16, pack_pair, packed_shape, packed_weights, pairs,
-    unpack_a_into, unpack_b_into, with_f32_weights, Kind, PackedA, PackedB, MR, NR,
+    unpack_a_into, unpack_b_into, with_f32_weights, PackedA, PackedB, MR, NR,
 };
 use crate::gemm::SharedMut;
-use crate::interface::{self, Interface};
+use crate::interface;
 use crate::job::{internal, JobError};
 use crate::scratch::Scratch;
 
@@ -42,42 +40,27 @@ mod tests;
 
 /// The registered `kokoro_tvm_ext.conv1d_bf16`.
 pub fn conv1d_function() -> Function {
-    packed::function::<Bf16>(false)
+    packed::function(conv_packed, false)
 }
 
 /// The registered `kokoro_tvm_ext.conv1d_transpose_bf16`.
 pub fn conv1d_transpose_function() -> Function {
-    packed::function::<Bf16>(true)
+    packed::function(conv_packed, true)
 }
 
-struct Bf16;
-
-impl Precision for Bf16 {
-    const INTERFACES: [&'static Interface; 2] =
-        [&interface::CONV1D_BF16, &interface::CONV1D_TRANSPOSE_BF16];
-    const WEIGHTS: WeightKind = WeightKind::Bf16;
-    type Weights<'a> = Cow<'a, [u32]>;
-
-    fn weights<'a>(
-        who: &str,
-        w: &TensorView,
-        kind: Kind,
-        groups: usize,
-        w_shape: &[usize],
-    ) -> Result<Cow<'a, [u32]>> {
-        packed_weights(who, w, &packed_shape(kind, groups, w_shape))
-    }
-
-    fn forward(
-        cfg: &Conv1dConfig,
-        transpose: bool,
-        x: &[f32],
-        w: &Cow<[u32]>,
-        bias: Option<&[f32]>,
-        out: &mut [f32],
-    ) -> Result<()> {
-        conv_bf16_forward(cfg, transpose, x, w, bias, out)
-    }
+fn conv_packed(args: &[AnyView], transpose: bool) -> Result<()> {
+    let iface = if transpose {
+        &interface::CONV1D_TRANSPOSE_BF16
+    } else {
+        &interface::CONV1D_BF16
+    };
+    let who = iface.name;
+    let call: ConvCall = parse_call(iface, args, transpose, WeightKind::Bf16)?;
+    let cfg = &call.cfg;
+    let (kind, w_shape) = weight_shape(cfg, transpose);
+    let w = packed_weights(who, &call.t.w, &packed_shape(kind, cfg.groups, &w_shape))?;
+    let (x, bias, out) = call_data(who, &call)?;
+    conv_bf16_forward(cfg, transpose, &x, &w, bias.as_deref(), out)
 }
 
 /// conv1d (or with `transpose`, conv1d_transpose) on dense buffers with packed

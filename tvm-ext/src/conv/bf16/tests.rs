@@ -5,8 +5,8 @@ use crate::gemm::bf16::Kind;
 use crate::gemm::bf16::{pack_a, pack_b};
 use crate::gemm::threads;
 use crate::tensor::testing::{cpu_seconds, Owned, Rng, PROCESS_CPU};
+use tvm_ffi::Any;
 use tvm_ffi::TensorView;
-use tvm_ffi::{Any, AnyView};
 
 /// (batch, cin, cout, length, kernel, stride, pad_left, pad_right, dilation, groups, output_padding, bias)
 type Case = (

@@ -20,20 +20,20 @@
 //! straight into quads (four rows at a time) and multiplies the packed weights
 //! by it; conv1d_transpose packs `x^T` per tile, multiplies it by its job's
 //! panels of weights, then scatters (col2im).
-use tvm_ffi::{Function, Result, TensorView};
+use tvm_ffi::{AnyView, Function, Result};
 
-use super::packed::{self, gcd, weight_shape, Precision};
+use super::packed::{self, gcd, weight_shape};
 use super::{
-    col2im, fill_bias, im2col_row, run_jobs, run_parallel, Blocks, Conv1dConfig, Plan, Tuning,
-    WeightKind, TUNING,
+    call_data, col2im, fill_bias, im2col_row, parse_call, run_jobs, run_parallel, Blocks,
+    Conv1dConfig, ConvCall, Plan, Tuning, WeightKind, TUNING,
 };
 use crate::gemm::bf16::as_u32;
 use crate::gemm::int8::{
     as_i32, fill_affine, gemm_int8, isa, min_max, native_int8, pack_quad, packed_weights, quads,
-    with_f32_weights, Affine, Kind, PackedA, PackedB, Scales, Signs, Weights, MR, NR,
+    with_f32_weights, Affine, PackedA, PackedB, Scales, Signs, Weights, MR, NR,
 };
 use crate::gemm::SharedMut;
-use crate::interface::{self, Interface};
+use crate::interface;
 use crate::job::{internal, JobError};
 use crate::scratch::Scratch;
 
@@ -42,42 +42,27 @@ mod tests;
 
 /// The registered `kokoro_tvm_ext.conv1d_int8`.
 pub fn conv1d_function() -> Function {
-    packed::function::<Int8>(false)
+    packed::function(conv_packed, false)
 }
 
 /// The registered `kokoro_tvm_ext.conv1d_transpose_int8`.
 pub fn conv1d_transpose_function() -> Function {
-    packed::function::<Int8>(true)
+    packed::function(conv_packed, true)
 }
 
-struct Int8;
-
-impl Precision for Int8 {
-    const INTERFACES: [&'static Interface; 2] =
-        [&interface::CONV1D_INT8, &interface::CONV1D_TRANSPOSE_INT8];
-    const WEIGHTS: WeightKind = WeightKind::Int8;
-    type Weights<'a> = Weights<'a>;
-
-    fn weights<'a>(
-        who: &str,
-        w: &TensorView,
-        kind: Kind,
-        groups: usize,
-        w_shape: &[usize],
-    ) -> Result<Weights<'a>> {
-        packed_weights(who, w, kind, groups, w_shape)
-    }
-
-    fn forward(
-        cfg: &Conv1dConfig,
-        transpose: bool,
-        x: &[f32],
-        w: &Weights,
-        bias: Option<&[f32]>,
-        out: &mut [f32],
-    ) -> Result<()> {
-        conv_int8_forward(cfg, transpose, x, w, bias, out)
-    }
+fn conv_packed(args: &[AnyView], transpose: bool) -> Result<()> {
+    let iface = if transpose {
+        &interface::CONV1D_TRANSPOSE_INT8
+    } else {
+        &interface::CONV1D_INT8
+    };
+    let who = iface.name;
+    let call: ConvCall = parse_call(iface, args, transpose, WeightKind::Int8)?;
+    let cfg = &call.cfg;
+    let (kind, w_shape) = weight_shape(cfg, transpose);
+    let w = packed_weights(who, &call.t.w, kind, cfg.groups, &w_shape)?;
+    let (x, bias, out) = call_data(who, &call)?;
+    conv_int8_forward(cfg, transpose, &x, &w, bias.as_deref(), out)
 }
 
 /// conv1d (or with `transpose`, conv1d_transpose) on dense buffers with

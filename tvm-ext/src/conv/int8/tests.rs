@@ -3,7 +3,6 @@ use crate::conv::reference::{reference_conv, reference_transpose};
 use crate::conv::{conv1d_forward, conv1d_transpose_forward};
 use crate::gemm::int8::testing::{assert_within, max_abs, pack};
 use crate::tensor::testing::{cpu_seconds, Owned, Rng, PROCESS_CPU};
-use tvm_ffi::AnyView;
 
 /// (batch, cin, cout, length, kernel, stride, pad_left, pad_right, dilation, groups, output_padding, bias)
 type Case = (
