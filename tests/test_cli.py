@@ -198,9 +198,9 @@ def test_ctrl_c_during_compile_leaves_no_cache_entry(spoken, cache_env, tmp_path
     (weights,) = Path(cache_env["KOKORO_TVM_CACHE"]).glob("weights/*.safetensors")
     env = {**cache_env, "KOKORO_TVM_CACHE": str(tmp_path / "cache")}
     out = tmp_path / "out.wav"
-    # Interrupted inside the compile: two seconds into its second step (the audio stage's export).
+    # Interrupted inside the compile: a second into its first step (the text stage's export).
     cmd = [KOKORO_TVM, "say", "Hi.", "-o", str(out), "--weights", str(weights)]
-    result = interrupt_when(cmd, env, "[2/6]", 2.0)
+    result = interrupt_when(cmd, env, "[1/6]", 1.0)
     err = result.stderr.decode()
     assert result.returncode == 130, err[-2000:]
     assert "compiling" in err and "interrupted" in err, err[-2000:]

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -59,16 +60,21 @@ def test_a_device_is_not_replaced_by_a_file():
 class VanishingSpeaker:
     """Speaks one second of a tone, and meanwhile the directory ``gone`` is removed."""
 
+    sample_rate = 24000
+
     def __init__(self, gone: Path):
         self.gone = gone
 
-    def speak(self, text, voice, **options):
-        from kokoro_tvm_ext.speech import Speech
+    def plan(self, text, voice, **options):
+        return SimpleNamespace(chunks=[text])
+
+    def run(self, plan):
+        from kokoro_tvm_ext.speech import SpeechChunk
         from kokoro_tvm_ext.speech.timestamps import WordTiming
 
         self.gone.rmdir()
         audio = 0.1 * np.sin(np.arange(24000) / 10).astype(np.float32)
-        return Speech(audio, 24000, [WordTiming("Hello", 0.1, 0.6, False)])
+        yield SpeechChunk(0, audio, np.zeros(0, np.int64), [WordTiming("Hello", 0.1, 0.6, False)], 0.0, plan.chunks[0])
 
 
 @pytest.mark.parametrize("failing", ["subtitles", "wav"])

@@ -52,7 +52,7 @@ def test_the_whole_list_schedules_after_legalizing_and_lifts_last():
 
 
 def test_bad_options_are_refused_with_the_reason():
-    with pytest.raises(ValueError, match="precision must be one of fp32, bf16, got 'fp16'"):
+    with pytest.raises(ValueError, match="precision must be one of fp32, bf16, int8, got 'fp16'"):
         cpu_pipeline(TARGET, precision="fp16")
     with pytest.raises(ValueError, match="kokoro_tvm_ext_cpu: no target given and none is current"):
         cpu_pipeline()(MaskedSoftmax)
