@@ -245,7 +245,7 @@ fn bytes(v: u32, unsigned: bool) -> [i32; 4] {
     }
 }
 
-// Inlined into the tile loop, as it was before the loop moved to `packed`
+// Inlined into the tile loop: as a separate call it measured ~18% slower
 // (a separate call made the bf16 one ~18% slower).
 #[allow(clippy::too_many_arguments)]
 #[inline]
