@@ -29,8 +29,9 @@ use super::{
 };
 use crate::gemm::bf16::as_u32;
 use crate::gemm::int8::{
-    as_i32, fill_affine, gemm_int8, isa, min_max, native_int8, pack_quad, packed_weights, quads,
-    with_f32_weights, Affine, PackedA, PackedB, Scales, Signs, Weights, MR, NR,
+    as_i32, as_u8, fill_affine, gemm_int8, isa, min_max, native_int8, pack_quad, pack_quad_u8,
+    packed_weights, quads, quantize_row, with_f32_weights, Affine, PackedA, PackedB, Scales, Signs,
+    Weights, MR, NR,
 };
 use crate::gemm::SharedMut;
 use crate::interface;
@@ -136,10 +137,18 @@ fn conv_int8(
         let t0 = ti * plan.tile;
         let tn = plan.tile.min(lout - t0);
         let b_len = PackedB::len(kc, tn);
-        scratch.set_len(b_len + 6 * tn);
+        // Stride 1: each input row quantized once over the tile's window, its
+        // taps read from there; else each im2col row is copied and quantized.
+        let win = tn + (k - 1) * cfg.dilation;
+        let rows_len = if cfg.stride == 1 {
+            (cin_g * win).div_ceil(4)
+        } else {
+            4 * tn
+        };
+        scratch.set_len(b_len + rows_len + 2 * tn);
         let (packed, rest) = scratch.split_at_mut(b_len);
         let packed = as_u32(packed);
-        let (rows, rest) = rest.split_at_mut(4 * tn);
+        let (rows, rest) = rest.split_at_mut(rows_len);
         let (col_scale, col_off) = rest.split_at_mut(tn);
         let col_off = as_i32(col_off);
         let x_row = |c: usize| &x[(b * cin + gi * cin_g + c) * l..][..l];
@@ -150,19 +159,49 @@ fn conv_int8(
             ((t0 + tn - 1) * cfg.stride + (k - 1) * cfg.dilation + 1).saturating_sub(cfg.pad_left);
         let quant = window_affine((0..cin_g).map(x_row), first, last);
         fill_affine(quant, tn, col_scale, col_off);
-        // im2col rows 4q..4q + 4, straight into quad q of the packed tile.
-        for q in 0..kq {
-            let mut have = [false; 4];
-            for (t, (h, buf)) in have.iter_mut().zip(rows.chunks_exact_mut(tn)).enumerate() {
-                let r = 4 * q + t;
-                if r < kc {
-                    im2col_row(cfg, x_row(r / k), r % k, t0, buf);
-                    *h = true;
+        if cfg.stride == 1 {
+            let quantized = as_u8(rows);
+            // Window position p is input column t0 + p - pad_left; the padding
+            // is zero, which quantizes to the zero point.
+            let start = t0 as isize - cfg.pad_left as isize;
+            let valid = (-start).clamp(0, win as isize) as usize
+                ..(l as isize - start).clamp(0, win as isize) as usize;
+            for c in 0..cin_g {
+                let dst = &mut quantized[c * win..][..win];
+                dst[..valid.start].fill(quant.zero as u8);
+                dst[valid.end.max(valid.start)..].fill(quant.zero as u8);
+                if !valid.is_empty() {
+                    let at = (start + valid.start as isize) as usize;
+                    quantize_row(
+                        &x_row(c)[at..at + valid.len()],
+                        quant,
+                        &mut dst[valid.clone()],
+                    );
                 }
             }
-            let mut src = rows.chunks_exact(tn);
-            let quad: [Option<&[f32]>; 4] = std::array::from_fn(|t| src.next().filter(|_| have[t]));
-            pack_quad(quad, tn, quant, q, kq, NR, packed)?;
+            let quantized = &*quantized;
+            // im2col row r = (channel r / k, tap r % k) starts at tap * dilation.
+            let tap_row = |r: usize| &quantized[(r / k) * win + (r % k) * cfg.dilation..][..tn];
+            for q in 0..kq {
+                let quad = std::array::from_fn(|t| (4 * q + t < kc).then(|| tap_row(4 * q + t)));
+                pack_quad_u8(quad, tn, q, kq, NR, packed)?;
+            }
+        } else {
+            // im2col rows 4q..4q + 4, straight into quad q of the packed tile.
+            for q in 0..kq {
+                let mut have = [false; 4];
+                for (t, (h, buf)) in have.iter_mut().zip(rows.chunks_exact_mut(tn)).enumerate() {
+                    let r = 4 * q + t;
+                    if r < kc {
+                        im2col_row(cfg, x_row(r / k), r % k, t0, buf);
+                        *h = true;
+                    }
+                }
+                let mut src = rows.chunks_exact(tn);
+                let quad: [Option<&[f32]>; 4] =
+                    std::array::from_fn(|t| src.next().filter(|_| have[t]));
+                pack_quad(quad, tn, quant, q, kq, NR, packed)?;
+            }
         }
         let row0 = (b * cout + gi * cout_g) * lout + t0;
         fill_bias(

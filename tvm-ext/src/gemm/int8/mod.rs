@@ -54,7 +54,9 @@ mod weights;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
-pub(crate) use pack::{as_i32, min_max, pack_quad, quads, Affine};
+pub(crate) use pack::{
+    as_i32, as_u8, min_max, pack_quad, pack_quad_u8, quads, quantize_row, Affine,
+};
 pub(crate) use weights::{fill_affine, packed_weights, with_f32_weights, Weights};
 pub use weights::{pack_function, packed_len};
 
@@ -92,6 +94,7 @@ fn detect(no_vnni: bool) -> Isa {
         #[cfg(target_arch = "x86_64")]
         return is_x86_feature_detected!("avx512f")
             && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vl")
             && is_x86_feature_detected!("avx512vnni");
         #[allow(unreachable_code)]
         false

@@ -16,6 +16,13 @@ pub(crate) fn as_i32(s: &mut [f32]) -> &mut [i32] {
     unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr() as *mut i32, s.len()) }
 }
 
+/// A f32 scratch buffer seen as bytes (the quantized input rows of a tile).
+pub(crate) fn as_u8(s: &mut [f32]) -> &mut [u8] {
+    // SAFETY: any bits are valid bytes, u8 needs no alignment; the borrow is
+    // carried over.
+    unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr() as *mut u8, 4 * s.len()) }
+}
+
 /// The affine u8 quantization of a block of activations: `x ≈ scale * (q - zero)`,
 /// `q = clamp(round_even(x / scale) + zero, 0, 255)`. The range always holds 0,
 /// so zero (the convolutions' padding) is exact: it quantizes to `zero`.
@@ -101,6 +108,60 @@ pub(crate) fn pack_quad(
             let j = p * width + c;
             *v = if j < n {
                 u32::from_le_bytes(rows.map(|r| r.map_or(0, |r| quant.quantize(r[j]))))
+            } else {
+                0
+            };
+        }
+    }
+    Ok(())
+}
+
+/// `src` quantized by `quant` into `dst` (as long).
+pub(crate) fn quantize_row(src: &[f32], quant: Affine, dst: &mut [u8]) {
+    assert_eq!(src.len(), dst.len(), "quantize_row: lengths differ");
+    #[cfg(target_arch = "x86_64")]
+    if isa() == Isa::Native {
+        // SAFETY: AVX512-VNNI implies AVX-512F/BW/VL (checked with it); lengths
+        // checked above.
+        unsafe { super::x86::quantize_row_avx512(src, quant, dst) };
+        return;
+    }
+    for (d, &x) in dst.iter_mut().zip(src) {
+        *d = quant.quantize(x);
+    }
+}
+
+/// [`pack_quad`] from rows already quantized: the same packed words, without
+/// quantizing again (a convolution's taps read one quantized input row each).
+pub(crate) fn pack_quad_u8(
+    rows: [Option<&[u8]>; 4],
+    n: usize,
+    q: usize,
+    kq: usize,
+    width: usize,
+    dst: &mut [u32],
+) -> Result<(), JobError> {
+    if q >= kq
+        || !(width == MR || width == NR)
+        || rows.iter().flatten().any(|r| r.len() < n)
+        || dst.len() != n.div_ceil(width) * kq * width
+    {
+        return Err(JobError::new(format!(
+            "pack_quad_u8: quad {q} of {kq}, {n} values, panels of {width}, {} packed elements",
+            dst.len()
+        )));
+    }
+    #[cfg(target_arch = "x86_64")]
+    if isa() == Isa::Native {
+        // SAFETY: AVX-512F/BW/VL are present; lengths checked above.
+        unsafe { super::x86::pack_quad_u8_avx512(rows, n, q, kq, width, dst) };
+        return Ok(());
+    }
+    for (p, panel) in dst.chunks_exact_mut(kq * width).enumerate() {
+        for (c, v) in panel[q * width..(q + 1) * width].iter_mut().enumerate() {
+            let j = p * width + c;
+            *v = if j < n {
+                u32::from_le_bytes(rows.map(|r| r.map_or(0, |r| r[j])))
             } else {
                 0
             };

@@ -115,19 +115,83 @@ pub(super) unsafe fn pack_quad_avx512(
             let v = _mm512_maskz_mov_epi32(m, v);
             word = _mm512_or_si512(word, _mm512_sllv_epi32(v, _mm512_set1_epi32(8 * b as i32)));
         }
-        for (half, v) in [
-            _mm512_castsi512_si256(word),
-            _mm512_extracti64x4_epi64::<1>(word),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            let jj = j + 8 * half;
-            if jj < padded {
-                let at = ((jj / width) * kq + q) * width + jj % width;
-                _mm256_storeu_si256(dst.as_mut_ptr().add(at) as *mut __m256i, v);
-            }
-        }
+        store_halves(word, j, padded, q, kq, width, dst);
         j += 16;
+    }
+}
+
+/// [`super::quantize_row`], 16 values per step: as [`Affine::quantize`]
+/// (round to nearest even, then the zero point; VPMOVUSDB saturates above 255).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+pub(super) unsafe fn quantize_row_avx512(src: &[f32], quant: Affine, dst: &mut [u8]) {
+    let (inv, zero, lo) = (
+        _mm512_set1_ps(quant.inv),
+        _mm512_set1_epi32(quant.zero),
+        _mm512_setzero_si512(),
+    );
+    let mut j = 0;
+    while j < src.len() {
+        let m = mask(src.len() - j);
+        let x = _mm512_maskz_loadu_ps(m, src.as_ptr().add(j));
+        let v = _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(x, inv)), zero);
+        let v = _mm512_max_epi32(v, lo);
+        _mm512_mask_cvtusepi32_storeu_epi8(dst.as_mut_ptr().add(j) as *mut i8, m, v);
+        j += 16;
+    }
+}
+
+/// [`super::pack_quad_u8`], 16 columns per step: each row's bytes widened to
+/// their byte of the word.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+pub(super) unsafe fn pack_quad_u8_avx512(
+    rows: [Option<&[u8]>; 4],
+    n: usize,
+    q: usize,
+    kq: usize,
+    width: usize,
+    dst: &mut [u32],
+) {
+    let padded = n.div_ceil(width) * width;
+    let mut j = 0;
+    while j < padded {
+        let m = mask(n.saturating_sub(j));
+        let at = j.min(n);
+        let mut word = _mm512_setzero_si512();
+        for (b, row) in rows.iter().enumerate() {
+            let Some(row) = row else { continue };
+            let bytes = _mm_maskz_loadu_epi8(m, row.as_ptr().add(at) as *const i8);
+            let v = _mm512_cvtepu8_epi32(bytes);
+            word = _mm512_or_si512(word, _mm512_sllv_epi32(v, _mm512_set1_epi32(8 * b as i32)));
+        }
+        store_halves(word, j, padded, q, kq, width, dst);
+        j += 16;
+    }
+}
+
+/// Columns `j..j + 16` of quad `q` (as 16 words) into their panels of `width`
+/// (8 or 32: two halves of 8, each inside one panel).
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn store_halves(
+    word: __m512i,
+    j: usize,
+    padded: usize,
+    q: usize,
+    kq: usize,
+    width: usize,
+    dst: &mut [u32],
+) {
+    for (half, v) in [
+        _mm512_castsi512_si256(word),
+        _mm512_extracti64x4_epi64::<1>(word),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let jj = j + 8 * half;
+        if jj < padded {
+            let at = ((jj / width) * kq + q) * width + jj % width;
+            _mm256_storeu_si256(dst.as_mut_ptr().add(at) as *mut __m256i, v);
+        }
     }
 }
