@@ -87,6 +87,18 @@ pub(crate) fn check_operands<const G: usize>(
             b.data.len(),
         )));
     }
+    check_block(m, n, c, c_offset, ldc)
+}
+
+/// The checks before writing the row-major `m x n` block at `c_offset` of `c`
+/// (`ldc` elements per row); `Ok(false)` when the block is empty.
+pub(crate) fn check_block(
+    m: usize,
+    n: usize,
+    c: &SharedMut,
+    c_offset: usize,
+    ldc: usize,
+) -> std::result::Result<bool, JobError> {
     if m == 0 || n == 0 {
         return Ok(false);
     }

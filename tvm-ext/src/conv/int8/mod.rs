@@ -29,9 +29,9 @@ use super::{
 };
 use crate::gemm::bf16::as_u32;
 use crate::gemm::int8::{
-    as_i32, as_u8, fill_affine, gemm_int8, isa, min_max, native_int8, pack_quad, pack_quad_u8,
-    packed_weights, quads, quantize_row, with_f32_weights, Affine, PackedA, PackedB, Scales, Signs,
-    Weights, MR, NR,
+    as_i32, as_u8, fill_affine, gemm_int8, gemm_int8_windowed, interleave_quad, isa, min_max,
+    native_int8, pack_quad, packed_weights, quads, quantize_row, with_f32_weights, Affine, PackedA,
+    PackedB, Scales, Signs, Walk, Weights, MR, NR,
 };
 use crate::gemm::SharedMut;
 use crate::interface;
@@ -108,9 +108,12 @@ fn window_affine<'a>(rows: impl Iterator<Item = &'a [f32]>, lo: usize, hi: usize
     Affine::new(a, b)
 }
 
-/// Tiles as in the f32 kernel (a packed tile holds a quad per column and four
-/// rows, so it is as wide as an f32 tile of a quarter of the rows), rounded to
-/// whole panels of [`NR`] columns.
+/// Tiles as in the f32 kernel, rounded to whole panels of [`NR`] columns. A
+/// tile's input window is quantized once (one scale and zero point) and packed
+/// as one row of quads per four input channels, the weights' order
+/// (`weights.rs`: tap-major, a quad holds four channels of one tap). With
+/// stride 1 every tap reads that row at its offset `tap * dilation`; otherwise
+/// each tap's im2col rows are packed one after the other.
 fn conv_int8(
     cfg: &Conv1dConfig,
     lout: usize,
@@ -126,29 +129,41 @@ fn conv_int8(
     let (g, k, l) = (cfg.groups, cfg.kernel, cfg.length);
     let (cin, cout) = (cfg.in_channels, cfg.out_channels);
     let (cin_g, cout_g) = (cin / g, cout / g);
-    let kc = cin_g * k;
-    let kq = quads(kc);
+    let cq = quads(cin_g);
     let units = cfg.batch * g;
-    let plan = Plan::new(units, lout, kq, tile_bytes).in_panels(NR, units, lout);
+    let plan = Plan::new(units, lout, cq * k, tile_bytes).in_panels(NR, units, lout);
     let out = SharedMut::new(out);
     run_jobs(units, &plan, |i, scratch, parallel| {
         let (unit, ti) = (i / plan.tiles, i % plan.tiles);
         let (b, gi) = (unit / g, unit % g);
         let t0 = ti * plan.tile;
         let tn = plan.tile.min(lout - t0);
-        let b_len = PackedB::len(kc, tn);
-        // Stride 1: each input row quantized once over the tile's window, its
-        // taps read from there; else each im2col row is copied and quantized.
-        let win = tn + (k - 1) * cfg.dilation;
-        let rows_len = if cfg.stride == 1 {
-            (cin_g * win).div_ceil(4)
+        // The last panel reads NR columns: the rows are that long (and the
+        // columns past `tn` are never stored).
+        let cols = tn.next_multiple_of(NR);
+        let window = cfg.stride == 1;
+        let (row_len, walk) = if window {
+            let row_len = cols + (k - 1) * cfg.dilation;
+            (row_len, (cfg.dilation, row_len))
         } else {
-            4 * tn
+            (cols, (cq * cols, cols))
         };
-        scratch.set_len(b_len + rows_len + 2 * tn);
+        let walk = Walk {
+            panel_step: NR,
+            taps: k,
+            per_tap: cq,
+            tap_step: walk.0,
+            quad_step: walk.1,
+        };
+        let packed_rows = if window { cq } else { cq * k };
+        let b_len = packed_rows * row_len;
+        let im2col_len = if window { 0 } else { tn };
+        scratch.set_len(b_len + cq * row_len + im2col_len + 2 * tn);
         let (packed, rest) = scratch.split_at_mut(b_len);
         let packed = as_u32(packed);
-        let (rows, rest) = rest.split_at_mut(rows_len);
+        let (quantized, rest) = rest.split_at_mut(cq * row_len);
+        let quantized = as_u8(quantized);
+        let (im2col, rest) = rest.split_at_mut(im2col_len);
         let (col_scale, col_off) = rest.split_at_mut(tn);
         let col_off = as_i32(col_off);
         let x_row = |c: usize| &x[(b * cin + gi * cin_g + c) * l..][..l];
@@ -159,48 +174,34 @@ fn conv_int8(
             ((t0 + tn - 1) * cfg.stride + (k - 1) * cfg.dilation + 1).saturating_sub(cfg.pad_left);
         let quant = window_affine((0..cin_g).map(x_row), first, last);
         fill_affine(quant, tn, col_scale, col_off);
-        if cfg.stride == 1 {
-            let quantized = as_u8(rows);
-            // Window position p is input column t0 + p - pad_left; the padding
-            // is zero, which quantizes to the zero point.
-            let start = t0 as isize - cfg.pad_left as isize;
-            let valid = (-start).clamp(0, win as isize) as usize
-                ..(l as isize - start).clamp(0, win as isize) as usize;
-            for c in 0..cin_g {
-                let dst = &mut quantized[c * win..][..win];
-                dst[..valid.start].fill(quant.zero as u8);
-                dst[valid.end.max(valid.start)..].fill(quant.zero as u8);
-                if !valid.is_empty() {
-                    let at = (start + valid.start as isize) as usize;
-                    quantize_row(
-                        &x_row(c)[at..at + valid.len()],
-                        quant,
-                        &mut dst[valid.clone()],
-                    );
-                }
-            }
-            let quantized = &*quantized;
-            // im2col row r = (channel r / k, tap r % k) starts at tap * dilation.
-            let tap_row = |r: usize| &quantized[(r / k) * win + (r % k) * cfg.dilation..][..tn];
-            for q in 0..kq {
-                let quad = std::array::from_fn(|t| (4 * q + t < kc).then(|| tap_row(4 * q + t)));
-                pack_quad_u8(quad, tn, q, kq, NR, packed)?;
-            }
-        } else {
-            // im2col rows 4q..4q + 4, straight into quad q of the packed tile.
-            for q in 0..kq {
-                let mut have = [false; 4];
-                for (t, (h, buf)) in have.iter_mut().zip(rows.chunks_exact_mut(tn)).enumerate() {
-                    let r = 4 * q + t;
-                    if r < kc {
-                        im2col_row(cfg, x_row(r / k), r % k, t0, buf);
-                        *h = true;
+        let zero = quant.zero as u8; // what the padding (0.0) quantizes to
+                                     // Row position p of the window is input column t0 + p - pad_left.
+        let start = t0 as isize - cfg.pad_left as isize;
+        let span = tn + (k - 1) * cfg.dilation;
+        let valid = (-start).clamp(0, span as isize) as usize
+            ..(l as isize - start).clamp(0, span as isize) as usize;
+        for tap in 0..if window { 1 } else { k } {
+            // One quantized row of bytes per channel (the padding channels' zero).
+            for (c, dst) in quantized.chunks_exact_mut(row_len).enumerate() {
+                if c >= cin_g {
+                    dst.fill(0);
+                } else if window {
+                    dst.fill(zero);
+                    if valid.start < valid.end {
+                        let at = (start + valid.start as isize) as usize;
+                        let src = &x_row(c)[at..at + valid.len()];
+                        quantize_row(src, quant, &mut dst[valid.clone()]);
                     }
+                } else {
+                    im2col_row(cfg, x_row(c), tap, t0, im2col);
+                    quantize_row(im2col, quant, &mut dst[..tn]);
+                    dst[tn..].fill(zero);
                 }
-                let mut src = rows.chunks_exact(tn);
-                let quad: [Option<&[f32]>; 4] =
-                    std::array::from_fn(|t| src.next().filter(|_| have[t]));
-                pack_quad(quad, tn, quant, q, kq, NR, packed)?;
+            }
+            let rows = packed[tap * cq * row_len..][..cq * row_len].chunks_exact_mut(row_len);
+            for (qi, dst) in rows.enumerate() {
+                let quad = std::array::from_fn(|t| &quantized[(4 * qi + t) * row_len..][..row_len]);
+                interleave_quad(quad, dst);
             }
         }
         let row0 = (b * cout + gi * cout_g) * lout + t0;
@@ -215,12 +216,7 @@ fn conv_int8(
         let a = PackedA {
             data: wg.panels,
             rows: cout_g,
-            k: kc,
-        };
-        let bt = PackedB {
-            data: packed,
-            cols: tn,
-            k: kc,
+            k: 4 * cq * k,
         };
         let s = Scales {
             row_scale: wg.scale,
@@ -230,10 +226,11 @@ fn conv_int8(
         };
         // SAFETY: this job alone owns columns t0..t0+tn of its rows of `out`.
         unsafe {
-            gemm_int8(
+            gemm_int8_windowed(
                 a,
-                bt,
-                Signs::WeightsA,
+                packed,
+                tn,
+                walk,
                 s,
                 out,
                 row0,

@@ -40,7 +40,7 @@
 //! time, read per call, dequantized to f32 where VNNI is missing).
 use tvm_ffi::Function;
 
-use crate::gemm::packed::{self, check_operands, disabled_by_env, for_each_block};
+use crate::gemm::packed::{self, check_block, check_operands, disabled_by_env, for_each_block};
 use crate::gemm::SharedMut;
 use crate::interface;
 use crate::job::JobError;
@@ -55,7 +55,7 @@ mod weights;
 mod x86;
 
 pub(crate) use pack::{
-    as_i32, as_u8, min_max, pack_quad, pack_quad_u8, quads, quantize_row, Affine,
+    as_i32, as_u8, interleave_quad, min_max, pack_quad, quads, quantize_row, Affine,
 };
 pub(crate) use weights::{fill_affine, packed_weights, with_f32_weights, Weights};
 pub use weights::{pack_function, packed_len};
@@ -157,24 +157,137 @@ pub(crate) unsafe fn gemm_int8(
             a.k, b.k
         )));
     }
-    if s.row_scale.len() < m || s.row_off.len() < m || s.col_scale.len() < n || s.col_off.len() < n
-    {
-        return Err(JobError::new(format!(
-            "scales for {} / {} rows and {} / {} columns, need {m} and {n}",
-            s.row_scale.len(),
-            s.row_off.len(),
-            s.col_scale.len(),
-            s.col_off.len()
-        )));
-    }
+    check_scales(&s, m, n)?;
     if !check_operands(&a, &b, &c, c_offset, ldc)? {
         return Ok(());
     }
-    let kq = quads(k);
+    let walk = Walk::panels(quads(k));
+    gemm_walk(
+        a, b.data, n, walk, signs, s, c, c_offset, ldc, accumulate, parallel, isa,
+    )
+}
+
+/// How the tile loop finds B's quads: panel `j` starts at `j * panel_step`;
+/// quad `t * per_tap + cq` of a panel (A's quad of the same index) at
+/// `t * tap_step + cq * quad_step` from there, its [`NR`] words contiguous.
+///
+/// [`PackedB`] is one tap of `kq` quads, [`NR`] apart. A stride-1 convolution
+/// packs its input window once instead ([`gemm_int8_windowed`]): one row of
+/// words per quad of channels, and its taps are offsets along the row.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Walk {
+    pub panel_step: usize,
+    pub taps: usize,
+    pub per_tap: usize,
+    pub tap_step: usize,
+    pub quad_step: usize,
+}
+
+impl Walk {
+    /// [`PackedB`]'s layout, `kq` quads.
+    pub const fn panels(kq: usize) -> Self {
+        Walk {
+            panel_step: kq * NR,
+            taps: 1,
+            per_tap: kq,
+            tap_step: 0,
+            quad_step: NR,
+        }
+    }
+
+    /// Words from a panel's start to one past its last quad's last word.
+    fn reach(&self) -> usize {
+        (self.taps - 1) * self.tap_step + (self.per_tap - 1) * self.quad_step + NR
+    }
+}
+
+/// [`gemm_int8`] with B read through `walk` from `b` (`cols` columns, the
+/// inner dimension `4 * walk.taps * walk.per_tap`, A's quads in the same order):
+/// a stride-1 convolution's input window, packed once per tile ([`Walk`]).
+///
+/// # Safety
+/// As [`gemm_int8`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn gemm_int8_windowed(
+    a: PackedA,
+    b: &[u32],
+    cols: usize,
+    walk: Walk,
+    s: Scales,
+    c: SharedMut,
+    c_offset: usize,
+    ldc: usize,
+    accumulate: bool,
+    parallel: bool,
+    isa: Isa,
+) -> Result<(), JobError> {
+    let (m, kq) = (a.rows, walk.taps * walk.per_tap);
+    if walk.taps == 0 || walk.per_tap == 0 || a.k.div_ceil(4) != kq {
+        return Err(JobError::new(format!(
+            "{} quads of A against {kq} of B",
+            a.k.div_ceil(4)
+        )));
+    }
+    // Every panel's quads inside `b` (the last panel reads NR columns, the
+    // ones past `cols` are not stored).
+    let panels = cols.div_ceil(NR);
+    if panels > 0 && (panels - 1) * walk.panel_step + walk.reach() > b.len() {
+        return Err(JobError::new(format!(
+            "a window of {} words holds no {cols} columns read as {walk:?}",
+            b.len()
+        )));
+    }
+    if a.data.len() != PackedA::len(m, a.k) {
+        return Err(JobError::new(format!(
+            "a packed operand of {} elements does not hold {m}x{}",
+            a.data.len(),
+            a.k
+        )));
+    }
+    check_scales(&s, m, cols)?;
+    if !check_block(m, cols, &c, c_offset, ldc)? {
+        return Ok(());
+    }
+    gemm_walk(
+        a,
+        b,
+        cols,
+        walk,
+        Signs::WeightsA,
+        s,
+        c,
+        c_offset,
+        ldc,
+        accumulate,
+        parallel,
+        isa,
+    )
+}
+
+/// The tile loop of both: `C (+)= dequantize(A × B)`, B read through `walk`.
+///
+/// # Safety
+/// As [`gemm_int8`]; the operands and scales checked by the callers.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_walk(
+    a: PackedA,
+    b: &[u32],
+    n: usize,
+    walk: Walk,
+    signs: Signs,
+    s: Scales,
+    c: SharedMut,
+    c_offset: usize,
+    ldc: usize,
+    accumulate: bool,
+    parallel: bool,
+    isa: Isa,
+) -> Result<(), JobError> {
+    let (m, kq) = (a.rows, a.k.div_ceil(4));
     for_each_block(m.div_ceil(MR), n.div_ceil(NR), parallel, |is, js| {
         for j in js {
             let cols = NR.min(n - j * NR);
-            let bp = &b.data[j * kq * NR..][..kq * NR];
+            let bp = &b[j * walk.panel_step..][..walk.reach()];
             for i in is.clone() {
                 let rows = MR.min(m - i * MR);
                 let ap = &a.data[i * kq * MR..][..kq * MR];
@@ -188,11 +301,26 @@ pub(crate) unsafe fn gemm_int8(
                 };
                 // The tile's rows, each `cols` long, inside the block checked above.
                 let cp = c.ptr_at(c_offset + i * MR * ldc + j * NR);
-                tile(isa, signs, kq, ap, bp, cp, ldc, &t, accumulate);
+                tile(isa, signs, &walk, ap, bp, cp, ldc, &t, accumulate);
             }
         }
         Ok(())
     })
+}
+
+/// Scales for at least `m` rows and `n` columns.
+fn check_scales(s: &Scales, m: usize, n: usize) -> Result<(), JobError> {
+    if s.row_scale.len() < m || s.row_off.len() < m || s.col_scale.len() < n || s.col_off.len() < n
+    {
+        return Err(JobError::new(format!(
+            "scales for {} / {} rows and {} / {} columns, need {m} and {n}",
+            s.row_scale.len(),
+            s.row_off.len(),
+            s.col_scale.len(),
+            s.col_off.len()
+        )));
+    }
+    Ok(())
 }
 
 /// One tile's extent and dequantization (slices of [`Scales`] from its corner).
@@ -205,17 +333,17 @@ pub(crate) struct Tile<'a> {
     pub col_off: &'a [i32],
 }
 
-/// One `rows x cols` tile (`rows <= MR`, `cols <= NR`) over `kq` quads.
+/// One `rows x cols` tile (`rows <= MR`, `cols <= NR`) over the quads of `walk`.
 ///
 /// # Safety
 /// `c` must point at `t.rows` rows of `t.cols` writable f32s, `ldc` apart, that
-/// no one else touches; `a` and `b` hold `kq` quads of one panel each.
+/// no one else touches; `a` holds the panel's quads, `b` the panel's `walk.reach()` words.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 unsafe fn tile(
     isa: Isa,
     signs: Signs,
-    kq: usize,
+    walk: &Walk,
     a: &[u32],
     b: &[u32],
     c: *mut f32,
@@ -223,17 +351,22 @@ unsafe fn tile(
     t: &Tile,
     acc: bool,
 ) {
-    debug_assert!(a.len() >= kq * MR && b.len() >= kq * NR && t.rows <= MR && t.cols <= NR);
+    debug_assert!(
+        a.len() >= walk.taps * walk.per_tap * MR
+            && b.len() >= walk.reach()
+            && t.rows <= MR
+            && t.cols <= NR
+    );
     match (isa, signs) {
         #[cfg(target_arch = "x86_64")]
         (Isa::Native, Signs::WeightsA) => {
-            x86::tile_vnni::<false>(kq, a.as_ptr(), b.as_ptr(), c, ldc, t, acc)
+            x86::tile_vnni::<false>(walk, a.as_ptr(), b.as_ptr(), c, ldc, t, acc)
         }
         #[cfg(target_arch = "x86_64")]
         (Isa::Native, Signs::WeightsB) => {
-            x86::tile_vnni::<true>(kq, a.as_ptr(), b.as_ptr(), c, ldc, t, acc)
+            x86::tile_vnni::<true>(walk, a.as_ptr(), b.as_ptr(), c, ldc, t, acc)
         }
-        _ => tile_portable(signs, kq, a, b, c, ldc, t, acc),
+        _ => tile_portable(signs, walk, a, b, c, ldc, t, acc),
     }
 }
 
@@ -254,7 +387,7 @@ fn bytes(v: u32, unsigned: bool) -> [i32; 4] {
 #[inline]
 unsafe fn tile_portable(
     signs: Signs,
-    kq: usize,
+    walk: &Walk,
     a: &[u32],
     b: &[u32],
     c: *mut f32,
@@ -264,8 +397,9 @@ unsafe fn tile_portable(
 ) {
     let a_unsigned = signs == Signs::WeightsB;
     let mut sum = [[0i32; NR]; MR];
-    for q in 0..kq {
-        let bq: [[i32; 4]; NR] = std::array::from_fn(|j| bytes(b[q * NR + j], !a_unsigned));
+    for q in 0..walk.taps * walk.per_tap {
+        let at = (q / walk.per_tap) * walk.tap_step + (q % walk.per_tap) * walk.quad_step;
+        let bq: [[i32; 4]; NR] = std::array::from_fn(|j| bytes(b[at + j], !a_unsigned));
         for (r, row) in sum.iter_mut().enumerate() {
             let ar = bytes(a[q * MR + r], a_unsigned);
             for (v, bv) in row.iter_mut().zip(&bq) {

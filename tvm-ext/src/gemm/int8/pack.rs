@@ -131,41 +131,20 @@ pub(crate) fn quantize_row(src: &[f32], quant: Affine, dst: &mut [u8]) {
     }
 }
 
-/// [`pack_quad`] from rows already quantized: the same packed words, without
-/// quantizing again (a convolution's taps read one quantized input row each).
-pub(crate) fn pack_quad_u8(
-    rows: [Option<&[u8]>; 4],
-    n: usize,
-    q: usize,
-    kq: usize,
-    width: usize,
-    dst: &mut [u32],
-) -> Result<(), JobError> {
-    if q >= kq
-        || !(width == MR || width == NR)
-        || rows.iter().flatten().any(|r| r.len() < n)
-        || dst.len() != n.div_ceil(width) * kq * width
-    {
-        return Err(JobError::new(format!(
-            "pack_quad_u8: quad {q} of {kq}, {n} values, panels of {width}, {} packed elements",
-            dst.len()
-        )));
-    }
+/// Four rows of quantized bytes as one row of quads: `dst[p]` holds
+/// `rows[0..4][p]`, the first in its low byte (every row as long as `dst`).
+pub(crate) fn interleave_quad(rows: [&[u8]; 4], dst: &mut [u32]) {
+    assert!(
+        rows.iter().all(|r| r.len() == dst.len()),
+        "interleave_quad: lengths differ"
+    );
     #[cfg(target_arch = "x86_64")]
     if isa() == Isa::Native {
         // SAFETY: AVX-512F/BW/VL are present; lengths checked above.
-        unsafe { super::x86::pack_quad_u8_avx512(rows, n, q, kq, width, dst) };
-        return Ok(());
+        unsafe { super::x86::interleave_quad_avx512(rows, dst) };
+        return;
     }
-    for (p, panel) in dst.chunks_exact_mut(kq * width).enumerate() {
-        for (c, v) in panel[q * width..(q + 1) * width].iter_mut().enumerate() {
-            let j = p * width + c;
-            *v = if j < n {
-                u32::from_le_bytes(rows.map(|r| r.map_or(0, |r| r[j])))
-            } else {
-                0
-            };
-        }
+    for (p, d) in dst.iter_mut().enumerate() {
+        *d = u32::from_le_bytes(rows.map(|r| r[p]));
     }
-    Ok(())
 }

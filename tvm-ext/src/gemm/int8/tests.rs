@@ -234,15 +234,29 @@ fn packer_quantizes_per_channel_and_keeps_an_int8_grid() {
             qs.iter().sum::<i32>(),
             "sum of channel {o}"
         );
-        for (l, want) in qs.iter().enumerate() {
-            let word = words[(l / 4) * MR + o];
-            assert_eq!(
-                (word >> (8 * (l % 4))) as u8 as i8 as i32,
-                *want,
-                "w[{o}, {l}]"
-            );
+        // Tap-major, the 2 channels padded to a quad: w[o, c, tap] is byte
+        // c of quad tap, the padding channels' bytes zero.
+        for tap in 0..3 {
+            let word = words[tap * MR + o];
+            for c in 0..4 {
+                let want = if c < 2 { qs[c * 3 + tap] } else { 0 };
+                let got = (word >> (8 * c)) as u8 as i8 as i32;
+                assert_eq!(got, want, "w[{o}, {c}, {tap}]");
+            }
         }
     }
+    // And back to torch's layout where int8 is not native.
+    let g = Weights {
+        words: std::borrow::Cow::Owned(words.clone()),
+        p,
+        n,
+    };
+    with_f32_weights(Kind::Conv1d, 1, &[3, 2, 3], &g, |back| {
+        for (i, (b, v)) in back.iter().zip(&w).enumerate() {
+            let s = f32::from_bits(words[p + i / 6]);
+            assert!((b - v).abs() <= 0.5 * s * 1.0001, "[{i}]: {b} vs {v}");
+        }
+    });
     // One grid for the whole tensor (per-tensor int8), channels of different ranges.
     let step = 0.013f32;
     let w: Vec<f32> = (0..64 * 12)

@@ -5,7 +5,8 @@
 //! kokoro_tvm_ext.pack_int8(kind: "conv1d" | "conv1d_transpose" | "matmul", groups >= 1,
 //!                          w: float32) -> int8 tensor [g, words, 4], per group the words
 //!   [panels: P words of four int8 | scale: C float32 | sum: C int32]
-//!   conv1d            w [Cout, Cin/g, K]: the A operand, Cout/g rows, inner Cin/g*K (C = Cout/g)
+//!   conv1d            w [Cout, Cin/g, K]: the A operand, Cout/g rows, inner K*4*ceil(Cin/g/4),
+//!                     tap-major, channels padded with zeros to quads (C = Cout/g)
 //!   conv1d_transpose  w [Cin, Cout/g, K]: the B operand, inner Cin/g, Cout/g*K columns (C = Cout/g*K)
 //!   matmul            w [K, N]:           the B operand, inner K, N columns (C = N; groups = 1)
 //! ```
@@ -36,13 +37,24 @@ pub fn pack_function() -> Function {
 }
 
 /// The operand of one group: `(inner k, rows or columns, taps per channel)`.
+/// conv1d's inner dimension is tap-major, its channels padded to quads with
+/// zeros ([`conv_inner`]).
 fn operand(kind: Kind, groups: usize, w_shape: &[usize]) -> (usize, usize, usize) {
     match (kind, w_shape) {
-        (Kind::Conv1d, &[cout, cin_g, k]) => (cin_g * k, cout / groups, 1),
+        (Kind::Conv1d, &[cout, cin_g, k]) => (4 * quads(cin_g) * k, cout / groups, 1),
         (Kind::Conv1dTranspose, &[cin, cout_g, k]) => (cin / groups, cout_g * k, k),
         (Kind::Matmul, &[k, n]) => (k, n, 1),
         _ => (0, 0, 1),
     }
+}
+
+/// Where conv1d's packed inner index `l` comes from in torch's `[Cin/g, K]`
+/// (`c * K + tap`), `None` for a padding channel. The packed order is
+/// `l = tap * 4 * quads(Cin/g) + c`: a quad holds four channels of one tap,
+/// so the kernel reads every tap of an input window packed once, at an offset.
+fn conv_inner(l: usize, cin_g: usize, taps: usize) -> Option<usize> {
+    let (tap, c) = (l / (4 * quads(cin_g)), l % (4 * quads(cin_g)));
+    (c < cin_g).then_some(c * taps + tap)
 }
 
 /// `(P, C)`: words of packed panels and channels of one group, for weights
@@ -79,13 +91,13 @@ fn pack_packed(args: &[AnyView]) -> Result<Tensor> {
     let (p, _) = packed_len(kind, groups, &ws);
     let words = p + 2 * n;
     let mut packed = vec![0u32; groups * words];
-    let group_len = k * n;
+    let group_len = wd.len() / groups;
     for (gi, dst) in packed.chunks_exact_mut(words).enumerate() {
         let g = &wd[gi * group_len..][..group_len];
         // Element (l, j) of the group's operand: conv1d's rows are output
-        // channels (j = o, l = (c, tap)); the others' rows are inner (j = column).
+        // channels (j = o, l = (tap, c)); the others' rows are inner (j = column).
         let at = |l: usize, j: usize| match kind {
-            Kind::Conv1d => g[j * k + l],
+            Kind::Conv1d => conv_inner(l, ws[1], ws[2]).map_or(0.0, |i| g[j * ws[1] * ws[2] + i]),
             _ => g[l * n + j],
         };
         let (panels, rest) = dst.split_at_mut(p);
@@ -219,11 +231,12 @@ pub(crate) fn with_f32_weights<R>(
     run: impl FnOnce(&[f32]) -> R,
 ) -> R {
     let (k, n, _) = operand(kind, groups, w_shape);
+    let group_len = w_shape.iter().product::<usize>() / groups;
     let mut out = Scratch::new();
-    out.set_len(groups * k * n);
+    out.set_len(groups * group_len);
     let width = if kind == Kind::Conv1d { MR } else { NR };
     let kq = quads(k);
-    for (gi, dst) in out.chunks_exact_mut((k * n).max(1)).enumerate() {
+    for (gi, dst) in out.chunks_exact_mut(group_len.max(1)).enumerate() {
         let g = w.group(gi);
         for j in 0..n {
             let base = ((j / width) * kq) * width + j % width;
@@ -231,7 +244,12 @@ pub(crate) fn with_f32_weights<R>(
                 let word = g.panels[base + (l / 4) * width];
                 let v = (word >> (8 * (l % 4))) as u8 as i8 as f32 * g.scale[j];
                 match kind {
-                    Kind::Conv1d => dst[j * k + l] = v,
+                    Kind::Conv1d => {
+                        let (cin_g, taps) = (w_shape[1], w_shape[2]);
+                        if let Some(i) = conv_inner(l, cin_g, taps) {
+                            dst[j * cin_g * taps + i] = v;
+                        }
+                    }
                     _ => dst[l * n + j] = v,
                 }
             }

@@ -1,7 +1,7 @@
 //! The AVX512-VNNI inner loop, and the AVX-512 quantization and packing.
 use std::arch::x86_64::*;
 
-use super::{Affine, Tile, MR, NR};
+use super::{Affine, Tile, Walk, MR};
 
 #[inline(always)]
 fn mask(n: usize) -> __mmask16 {
@@ -12,12 +12,12 @@ fn mask(n: usize) -> __mmask16 {
     }
 }
 
-/// The `MR x NR` tile with `VPDPBUSD`: per quad, two B vectors and MR
+/// The `MR x NR` tile with `VPDPBUSD`, B's quads found by `walk`: per quad, two B vectors and MR
 /// broadcast quads of A, 2·MR four-way dot products. `A_U8`: A holds the
 /// unsigned bytes (else B does).
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 pub(super) unsafe fn tile_vnni<const A_U8: bool>(
-    kq: usize,
+    walk: &Walk,
     a: *const u32,
     b: *const u32,
     c: *mut f32,
@@ -26,20 +26,24 @@ pub(super) unsafe fn tile_vnni<const A_U8: bool>(
     accumulate: bool,
 ) {
     let mut acc = [[_mm512_setzero_si512(); 2]; MR];
-    for q in 0..kq {
-        let bq = b.add(q * NR);
-        let b0 = _mm512_loadu_si512(bq as *const _);
-        let b1 = _mm512_loadu_si512(bq.add(16) as *const _);
-        let aq = a.add(q * MR);
-        for (r, s) in acc.iter_mut().enumerate() {
-            let ar = _mm512_set1_epi32(*aq.add(r) as i32);
-            if A_U8 {
-                s[0] = _mm512_dpbusd_epi32(s[0], ar, b0);
-                s[1] = _mm512_dpbusd_epi32(s[1], ar, b1);
-            } else {
-                s[0] = _mm512_dpbusd_epi32(s[0], b0, ar);
-                s[1] = _mm512_dpbusd_epi32(s[1], b1, ar);
+    let mut aq = a;
+    for tap in 0..walk.taps {
+        let mut bq = b.add(tap * walk.tap_step);
+        for _ in 0..walk.per_tap {
+            let b0 = _mm512_loadu_si512(bq as *const _);
+            let b1 = _mm512_loadu_si512(bq.add(16) as *const _);
+            for (r, s) in acc.iter_mut().enumerate() {
+                let ar = _mm512_set1_epi32(*aq.add(r) as i32);
+                if A_U8 {
+                    s[0] = _mm512_dpbusd_epi32(s[0], ar, b0);
+                    s[1] = _mm512_dpbusd_epi32(s[1], ar, b1);
+                } else {
+                    s[0] = _mm512_dpbusd_epi32(s[0], b0, ar);
+                    s[1] = _mm512_dpbusd_epi32(s[1], b1, ar);
+                }
             }
+            bq = bq.add(walk.quad_step);
+            aq = aq.add(MR);
         }
     }
     let (m0, m1) = (mask(t.cols), mask(t.cols.saturating_sub(16)));
@@ -140,31 +144,21 @@ pub(super) unsafe fn quantize_row_avx512(src: &[f32], quant: Affine, dst: &mut [
     }
 }
 
-/// [`super::pack_quad_u8`], 16 columns per step: each row's bytes widened to
-/// their byte of the word.
+/// [`super::interleave_quad`], 16 words per step: each row's bytes widened
+/// and shifted to their byte of the word.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
-pub(super) unsafe fn pack_quad_u8_avx512(
-    rows: [Option<&[u8]>; 4],
-    n: usize,
-    q: usize,
-    kq: usize,
-    width: usize,
-    dst: &mut [u32],
-) {
-    let padded = n.div_ceil(width) * width;
-    let mut j = 0;
-    while j < padded {
-        let m = mask(n.saturating_sub(j));
-        let at = j.min(n);
+pub(super) unsafe fn interleave_quad_avx512(rows: [&[u8]; 4], dst: &mut [u32]) {
+    let mut p = 0;
+    while p < dst.len() {
+        let m = mask(dst.len() - p);
         let mut word = _mm512_setzero_si512();
         for (b, row) in rows.iter().enumerate() {
-            let Some(row) = row else { continue };
-            let bytes = _mm_maskz_loadu_epi8(m, row.as_ptr().add(at) as *const i8);
+            let bytes = _mm_maskz_loadu_epi8(m, row.as_ptr().add(p) as *const i8);
             let v = _mm512_cvtepu8_epi32(bytes);
             word = _mm512_or_si512(word, _mm512_sllv_epi32(v, _mm512_set1_epi32(8 * b as i32)));
         }
-        store_halves(word, j, padded, q, kq, width, dst);
-        j += 16;
+        _mm512_mask_storeu_epi32(dst.as_mut_ptr().add(p) as *mut i32, m, word);
+        p += 16;
     }
 }
 
