@@ -24,8 +24,8 @@ use tvm_ffi::{AnyView, Function, Result};
 
 use super::packed::{self, gcd, weight_shape};
 use super::{
-    call_data, col2im, fill_bias, im2col_row, parse_call, run_jobs, run_parallel, Blocks,
-    Conv1dConfig, ConvCall, Plan, Tuning, WeightKind, TUNING,
+    call_data, col2im, im2col_row, parse_call, run_jobs, run_parallel, Blocks, Conv1dConfig,
+    ConvCall, Plan, Tuning, WeightKind, TUNING,
 };
 use crate::gemm::bf16::as_u32;
 use crate::gemm::int8::{
@@ -205,13 +205,6 @@ fn conv_int8(
             }
         }
         let row0 = (b * cout + gi * cout_g) * lout + t0;
-        fill_bias(
-            bias.map(|bv| &bv[gi * cout_g..][..cout_g]),
-            out,
-            row0,
-            lout,
-            tn,
-        )?;
         let wg = w.group(gi);
         let a = PackedA {
             data: wg.panels,
@@ -235,7 +228,7 @@ fn conv_int8(
                 out,
                 row0,
                 lout,
-                bias.is_some(),
+                bias.map(|bv| &bv[gi * cout_g..][..cout_g]),
                 parallel,
                 isa(),
             )

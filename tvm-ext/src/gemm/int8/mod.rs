@@ -163,7 +163,7 @@ pub(crate) unsafe fn gemm_int8(
     }
     let walk = Walk::panels(quads(k));
     gemm_walk(
-        a, b.data, n, walk, signs, s, c, c_offset, ldc, accumulate, parallel, isa,
+        a, b.data, n, walk, signs, s, c, c_offset, ldc, accumulate, None, parallel, isa,
     )
 }
 
@@ -203,7 +203,8 @@ impl Walk {
 
 /// [`gemm_int8`] with B read through `walk` from `b` (`cols` columns, the
 /// inner dimension `4 * walk.taps * walk.per_tap`, A's quads in the same order):
-/// a stride-1 convolution's input window, packed once per tile ([`Walk`]).
+/// a stride-1 convolution's input window, packed once per tile ([`Walk`]);
+/// `C = dequantize(A × B) + row_bias[r]` (without a bias, the product alone).
 ///
 /// # Safety
 /// As [`gemm_int8`].
@@ -217,7 +218,7 @@ pub(crate) unsafe fn gemm_int8_windowed(
     c: SharedMut,
     c_offset: usize,
     ldc: usize,
-    accumulate: bool,
+    row_bias: Option<&[f32]>,
     parallel: bool,
     isa: Isa,
 ) -> Result<(), JobError> {
@@ -245,6 +246,9 @@ pub(crate) unsafe fn gemm_int8_windowed(
         )));
     }
     check_scales(&s, m, cols)?;
+    if row_bias.is_some_and(|b| b.len() < m) {
+        return Err(JobError::new(format!("a bias for fewer than {m} rows")));
+    }
     if !check_block(m, cols, &c, c_offset, ldc)? {
         return Ok(());
     }
@@ -258,13 +262,15 @@ pub(crate) unsafe fn gemm_int8_windowed(
         c,
         c_offset,
         ldc,
-        accumulate,
+        false,
+        row_bias,
         parallel,
         isa,
     )
 }
 
-/// The tile loop of both: `C (+)= dequantize(A × B)`, B read through `walk`.
+/// The tile loop of both: `C = (accumulate ? C : row_bias or 0) + dequantize(A × B)`,
+/// B read through `walk`.
 ///
 /// # Safety
 /// As [`gemm_int8`]; the operands and scales checked by the callers.
@@ -280,6 +286,7 @@ unsafe fn gemm_walk(
     c_offset: usize,
     ldc: usize,
     accumulate: bool,
+    row_bias: Option<&[f32]>,
     parallel: bool,
     isa: Isa,
 ) -> Result<(), JobError> {
@@ -298,6 +305,7 @@ unsafe fn gemm_walk(
                     row_off: &s.row_off[i * MR..][..rows],
                     col_scale: &s.col_scale[j * NR..][..cols],
                     col_off: &s.col_off[j * NR..][..cols],
+                    row_bias: row_bias.map(|b| &b[i * MR..][..rows]),
                 };
                 // The tile's rows, each `cols` long, inside the block checked above.
                 let cp = c.ptr_at(c_offset + i * MR * ldc + j * NR);
@@ -331,6 +339,8 @@ pub(crate) struct Tile<'a> {
     pub row_off: &'a [i32],
     pub col_scale: &'a [f32],
     pub col_off: &'a [i32],
+    /// Added to each row's dequantized sums where the tile does not accumulate.
+    pub row_bias: Option<&'a [f32]>,
 }
 
 /// One `rows x cols` tile (`rows <= MR`, `cols <= NR`) over the quads of `walk`.
@@ -411,7 +421,11 @@ unsafe fn tile_portable(
         let dst = std::slice::from_raw_parts_mut(c.add(r * ldc), t.cols);
         for (j, (d, &v)) in dst.iter_mut().zip(row).enumerate() {
             let x = (v - t.row_off[r] * t.col_off[j]) as f32 * (t.row_scale[r] * t.col_scale[j]);
-            *d = if acc { *d + x } else { x };
+            *d = match (acc, t.row_bias) {
+                (true, _) => *d + x,
+                (false, Some(b)) => b[r] + x,
+                (false, None) => x,
+            };
         }
     }
 }

@@ -66,6 +66,8 @@ pub(super) unsafe fn tile_vnni<const A_U8: bool>(
             let mut v = _mm512_mul_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(rs, cs[h]));
             if accumulate {
                 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, dst), v);
+            } else if let Some(b) = t.row_bias {
+                v = _mm512_add_ps(_mm512_set1_ps(b[r]), v);
             }
             _mm512_mask_storeu_ps(dst, m, v);
         }
