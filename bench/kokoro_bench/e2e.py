@@ -52,7 +52,7 @@ import tempfile
 from pathlib import Path
 
 from kokoro_bench.timing import timed
-from kokoro_bench.workers import in_subprocess, job_main, measure
+from kokoro_bench.workers import WorkerFailed, in_subprocess, job_main, measure
 from kokoro_tvm_ext.model.spec import MAX_TOKENS, SAMPLE_RATE, add_boundary_ids
 from kokoro_tvm_ext.speech.assets.voices import DEFAULT_VOICE
 
@@ -99,6 +99,7 @@ JSON_KEYS = (
     "noise",
     "note",
     "unavailable",
+    "failed",
 )
 
 
@@ -371,9 +372,10 @@ def measure_system(system: str, ready: dict, inputs: dict, thread_counts: list[i
                 job["audio_out"] = str(Path(tmp) / f"{system}-{key}.npy")
             try:
                 row = in_subprocess(module, "worker", job, threads, block_torch=system in OURS, python=python)
-            except RuntimeError as err:
+            except WorkerFailed as err:  # a row that says so, not a missing one
                 print(err, file=sys.stderr)
                 failed += 1
+                runs.append({"system": system, "text": key, "threads": threads, "failed": err.reason})
                 continue
             if "compile_seconds" in ready:
                 row["compile_seconds"] = ready["compile_seconds"]
@@ -428,7 +430,8 @@ def add_fidelity(rows: list[dict], weights, transcribe: bool) -> None:
 
 def print_rows(rows: list[dict], threads: int) -> None:
     """The table: one line per system and text, RTF at ``threads`` and (where measured) at 1 thread; the
-    other columns from the ``threads`` run. A row that cannot run here shows its reason."""
+    other columns from the ``threads`` run. A row that cannot run here, or whose worker failed, shows its
+    reason."""
     from kokoro_bench.table import print_table
 
     def num(r, key, fmt):
@@ -440,8 +443,9 @@ def print_rows(rows: list[dict], threads: int) -> None:
     headers += ["peak RSS MB", "compile s", "log-mel L1", "MR-STFT", "SNR dB", "WER", "noise", "note"]
     lines = []
     for r in rows:
-        if "unavailable" in r:
-            cells = ["", "", "unavailable"] + [""] * (len(headers) - 6) + [r["unavailable"]]
+        if "unavailable" in r or "failed" in r:
+            what = "unavailable" if "unavailable" in r else "failed"
+            cells = ["", "", what] + [""] * (len(headers) - 6) + [r[what]]
         else:
             cells = [num(r, "seconds", ".3f"), num(r, "audio_seconds", ".2f"), num(r, "rtf", ".3f")]
             cells += [num(r, "single_thread_rtf", ".3f")] if single else []

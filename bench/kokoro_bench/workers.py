@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -46,6 +47,20 @@ def _status_mb(field: str) -> float:
     raise OSError(f"no {field} in /proc/self/status")
 
 
+class WorkerFailed(RuntimeError):
+    """A worker process that crashed or gave no result; ``reason`` says how in one line: the signal
+    that killed it, else its stderr's last line (a traceback's exception), else its exit code."""
+
+    def __init__(self, what: str, returncode: int, stderr: str):
+        if returncode < 0:
+            reason = f"killed by {signal.Signals(-returncode).name}"
+        else:
+            last = [line.strip() for line in stderr.splitlines() if line.strip()]
+            reason = last[-1] if last else f"exit code {returncode} without a result"
+        self.reason = reason if len(reason) <= 120 else reason[:117] + "..."
+        super().__init__(f"{what} failed ({self.reason}):\n{stderr[-2000:]}")
+
+
 def in_subprocess(
     module: str,
     mode: str,
@@ -72,7 +87,7 @@ def in_subprocess(
     result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env)
     lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
     if result.returncode or not lines:
-        raise RuntimeError(f"{mode} for {job['system']} failed:\n{(result.stderr or '')[-2000:]}")
+        raise WorkerFailed(f"{mode} for {job['system']}", result.returncode, result.stderr or "")
     return json.loads(lines[-1][len("RESULT ") :])
 
 

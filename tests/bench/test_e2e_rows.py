@@ -1,10 +1,12 @@
-"""bench/e2e.py's rows without a model: a peer that cannot install becomes a row with its reason, the
-1-thread runs join their rows, and the table shows both thread counts' RTF."""
+"""bench/e2e.py's rows without a model: a peer that cannot install becomes a row with its reason, a
+worker that crashes or raises becomes a failed row with the signal or exception, the 1-thread runs join
+their rows, and the table shows both thread counts' RTF."""
 
+import argparse
 import re
 
 import pytest
-from kokoro_bench import e2e, venv_peers
+from kokoro_bench import e2e, venv_peers, workers
 from kokoro_bench.peers import Unavailable
 
 
@@ -91,3 +93,29 @@ def test_a_one_thread_bench_has_a_single_rtf_column(capsys):
     e2e.print_rows(rows, threads=1)
     header = _table(capsys.readouterr().out)[0]
     assert [h for h in header if h.startswith("RTF")] == ["RTF 1 thread"]
+
+
+def test_a_worker_that_crashes_is_a_failed_row_with_its_signal(tmp_path, monkeypatch, capsys):
+    # A peer whose worker process dies of SIGABRT (as a native library's assertion would kill it).
+    (tmp_path / "crashing_peer.py").write_text("import os\n\ndef main():\n    os.abort()\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    inputs = {key: tmp_path / f"{key}.npz" for key in e2e.TEXTS}
+    args = argparse.Namespace(repeat=1, threads=2)
+    runs = []
+    failed = e2e.measure_system("crashing", {"module": "crashing_peer"}, inputs, [2], args, str(tmp_path), runs)
+    assert failed == len(e2e.TEXTS)
+    assert [(r["text"], r["failed"]) for r in runs] == [(key, "killed by SIGABRT") for key in e2e.TEXTS]
+
+    capsys.readouterr()
+    e2e.print_rows(runs, threads=2)
+    body = _table(capsys.readouterr().out)[1:]
+    assert [(r[0], r[4], r[-1]) for r in body] == [("crashing", "failed", "killed by SIGABRT")] * len(e2e.TEXTS)
+
+
+def test_a_worker_that_raises_is_a_failed_row_with_its_exception(tmp_path, monkeypatch):
+    (tmp_path / "raising_peer.py").write_text("def main():\n    raise MemoryError('the session needs 9 GB')\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    job = {"system": "raising", "inputs": str(tmp_path / "x.npz"), "repeat": 1, "threads": 1, "sample_rate": 24000}
+    with pytest.raises(workers.WorkerFailed) as err:
+        workers.in_subprocess("raising_peer", "worker", job, 1, block_torch=False)
+    assert err.value.reason == "MemoryError: the session needs 9 GB"
