@@ -16,10 +16,15 @@
 //! Where int8 is not native ([`crate::gemm::int8::native_int8`]), the weights
 //! are dequantized to f32 and the f32 kernels run.
 //!
-//! How they run, as the bf16 kernels: conv1d quantizes each im2col tile
-//! straight into quads (four rows at a time) and multiplies the packed weights
-//! by it; conv1d_transpose packs `x^T` per tile, multiplies it by its job's
-//! panels of weights, then scatters (col2im).
+//! How they run: conv1d quantizes the input window of each tile of output
+//! columns once and packs it as one row of quads per four input channels; its
+//! weights are packed tap-major (a quad holds four channels of one tap), so
+//! with stride 1 every tap reads that one row at its offset `tap * dilation`
+//! ([`crate::gemm::int8::Walk`]) instead of an im2col tile `K` times the size
+//! (1.3-1.8x faster calls at Kokoro's residual-block shapes). The bias is
+//! added in the tile's epilogue. conv1d_transpose, as the bf16 kernel, packs
+//! `x^T` per tile, multiplies it by its job's panels of weights, then scatters
+//! (col2im).
 use tvm_ffi::{AnyView, Function, Result};
 
 use super::packed::{self, gcd, weight_shape};

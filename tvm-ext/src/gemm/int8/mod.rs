@@ -14,8 +14,9 @@
 //!   `data[(panel * kq + q) * NR + c]` holds `B[4q..4q+4, panel*NR + c]`.
 //!
 //! Which operand is the unsigned one is the caller's choice ([`Signs`]):
-//! conv1d multiplies its int8 weights (A) by its u8 im2col tile (B); matmul and
-//! the transposed convolution their u8 input (A) by int8 weights (B).
+//! conv1d multiplies its int8 weights (A) by its u8 input window (B, read
+//! through a [`Walk`] rather than as a [`PackedB`]); matmul and the transposed
+//! convolution their u8 input (A) by int8 weights (B).
 //!
 //! Dequantizing: with `a ≈ sa * (qa - za)` per row and `b ≈ sb * (qb - zb)`
 //! per column (one of `za`, `zb` is zero: the weights are symmetric), and the
