@@ -2,6 +2,7 @@
 use std::arch::x86_64::*;
 
 use super::{MR, NR};
+use crate::gemm::packed::x86::store_halves;
 
 #[inline(always)]
 fn masks(cols: usize) -> (__mmask16, __mmask16) {
@@ -92,19 +93,7 @@ pub(super) unsafe fn pack_pair_native(
         };
         let both: __m512i = std::mem::transmute(_mm512_cvtne2ps_pbh(h, l));
         let out = _mm512_permutexvar_epi16(idx, both);
-        for (half, v) in [
-            _mm512_castsi512_si256(out),
-            _mm512_extracti64x4_epi64::<1>(out),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            let jj = j + 8 * half;
-            if jj < padded {
-                let at = ((jj / width) * kp + q) * width + jj % width;
-                _mm256_storeu_si256(dst.as_mut_ptr().add(at) as *mut __m256i, v);
-            }
-        }
+        store_halves(out, j, padded, q, kp, width, dst);
         j += 16;
     }
 }

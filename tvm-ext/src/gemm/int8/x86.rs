@@ -2,6 +2,7 @@
 use std::arch::x86_64::*;
 
 use super::{Affine, Tile, Walk, MR};
+use crate::gemm::packed::x86::store_halves;
 
 #[inline(always)]
 fn mask(n: usize) -> __mmask16 {
@@ -161,33 +162,5 @@ pub(super) unsafe fn interleave_quad_avx512(rows: [&[u8]; 4], dst: &mut [u32]) {
         }
         _mm512_mask_storeu_epi32(dst.as_mut_ptr().add(p) as *mut i32, m, word);
         p += 16;
-    }
-}
-
-/// Columns `j..j + 16` of quad `q` (as 16 words) into their panels of `width`
-/// (8 or 32: two halves of 8, each inside one panel).
-#[target_feature(enable = "avx512f")]
-#[inline]
-unsafe fn store_halves(
-    word: __m512i,
-    j: usize,
-    padded: usize,
-    q: usize,
-    kq: usize,
-    width: usize,
-    dst: &mut [u32],
-) {
-    for (half, v) in [
-        _mm512_castsi512_si256(word),
-        _mm512_extracti64x4_epi64::<1>(word),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let jj = j + 8 * half;
-        if jj < padded {
-            let at = ((jj / width) * kq + q) * width + jj % width;
-            _mm256_storeu_si256(dst.as_mut_ptr().add(at) as *mut __m256i, v);
-        }
     }
 }
