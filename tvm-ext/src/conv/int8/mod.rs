@@ -147,18 +147,19 @@ fn conv_int8(
         // columns past `tn` are never stored).
         let cols = tn.next_multiple_of(NR);
         let window = cfg.stride == 1;
-        let (row_len, walk) = if window {
-            let row_len = cols + (k - 1) * cfg.dilation;
-            (row_len, (cfg.dilation, row_len))
+        let row_len = if window {
+            cols + (k - 1) * cfg.dilation
         } else {
-            (cols, (cq * cols, cols))
+            cols
         };
+        // Stride 1: a tap is an offset along the one packed window; else the
+        // next tap's rows follow the previous tap's.
         let walk = Walk {
             panel_step: NR,
             taps: k,
             per_tap: cq,
-            tap_step: walk.0,
-            quad_step: walk.1,
+            tap_step: if window { cfg.dilation } else { cq * row_len },
+            quad_step: row_len,
         };
         let packed_rows = if window { cq } else { cq * k };
         let b_len = packed_rows * row_len;
@@ -179,8 +180,9 @@ fn conv_int8(
             ((t0 + tn - 1) * cfg.stride + (k - 1) * cfg.dilation + 1).saturating_sub(cfg.pad_left);
         let quant = window_affine((0..cin_g).map(x_row), first, last);
         fill_affine(quant, tn, col_scale, col_off);
-        let zero = quant.zero as u8; // what the padding (0.0) quantizes to
-                                     // Row position p of the window is input column t0 + p - pad_left.
+        // What the padding (0.0) quantizes to.
+        let zero = quant.zero as u8;
+        // Row position p of the window is input column t0 + p - pad_left.
         let start = t0 as isize - cfg.pad_left as isize;
         let span = tn + (k - 1) * cfg.dilation;
         let valid = (-start).clamp(0, span as isize) as usize

@@ -196,8 +196,12 @@ impl Walk {
         }
     }
 
-    /// Words from a panel's start to one past its last quad's last word.
+    /// Words from a panel's start to one past its last quad's last word
+    /// (none without quads: an empty inner dimension reads nothing).
     fn reach(&self) -> usize {
+        if self.taps == 0 || self.per_tap == 0 {
+            return 0;
+        }
         (self.taps - 1) * self.tap_step + (self.per_tap - 1) * self.quad_step + NR
     }
 }
