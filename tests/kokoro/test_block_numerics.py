@@ -84,7 +84,7 @@ def test_attention_matches_torch():
     b, t = torch.export.Dim("B", min=1, max=8), torch.export.Dim("T", min=1, max=512)
     x, mask = torch.randn(2, 7, 24), torch.ones(2, 1, 7, 7, dtype=torch.bool)
     mod = _export(model, (x, mask), ({0: b, 1: t}, {0: b, 2: t, 3: t}))
-    assert kernels_called(mod) == ["batch_matmul"] * 2 + ["matmul"] * 4
+    assert kernels_called(mod) == ["batch_matmul"] * 2 + ["matmul_panels"] * 4
     vm = _vm(mod)
     gen = torch.Generator().manual_seed(2)
     for b, t in [(1, 1), (2, 7), (3, 33), (1, 130)]:
@@ -157,7 +157,7 @@ def test_conv_block_matches_torch_at_several_shapes(use_kernels):
     # Batch stays static: affine instance norm repeats its weight per batch item,
     # which stock TVM cannot convert for a symbolic batch (Kokoro's audio stage is batch 1).
     mod = _export(model, (torch.randn(2, 5, 9),), ({2: torch.export.Dim("L", min=2, max=4096)},))
-    want_kernels = ["conv1d", "conv1d", "conv1d_transpose", "matmul"] if use_kernels else []
+    want_kernels = ["conv1d", "conv1d", "conv1d_transpose", "matmul_panels"] if use_kernels else []
     assert kernels_called(mod, use_kernels=use_kernels) == want_kernels
     vm = _vm(mod, use_kernels=use_kernels)
     for shape in [(2, 5, 2), (2, 5, 9), (2, 5, 301)]:

@@ -33,6 +33,7 @@ def test_the_plugin_passes_in_order():
         "FoldConstant",
         "PackWeightsWinograd",
         "PackWeightsBF16",
+        "PackWeightsF32",
         "DeadCodeElimination",
     ]
     assert "PackWeightsBF16" not in _names(plugin_passes())

@@ -15,6 +15,7 @@ from tvm.script import tirx as T
 import kokoro_tvm_ext._native  # noqa: F401  (the packers)
 from kokoro_tvm_ext.plugin.kernels import KernelCall
 from kokoro_tvm_ext.plugin.passes.pack_bf16 import PackWeightsBF16
+from kokoro_tvm_ext.plugin.passes.pack_f32 import PackWeightsF32
 from kokoro_tvm_ext.plugin.passes.pack_winograd import PackWeightsWinograd
 
 
@@ -81,3 +82,12 @@ def test_bf16_packs_parameter_weights_with_the_kernels_name_and_groups():
         want = want._create_view(tuple(want.shape), "uint16").numpy() if "bfloat" in str(want.dtype) else want.numpy()
         got = [r.view(np.uint16) if r.dtype.itemsize == 2 else r for r in results]
         assert any(g.shape == want.shape and np.array_equal(g, want) for g in got), kind
+
+
+def test_f32_panels_pack_a_parameter_matmul_weight_in_transform_params():
+    mod, vm = _lifted([PackWeightsWinograd(), PackWeightsF32()])
+    assert _kernels(mod["main"]) == ["conv1d_winograd", "conv1d", "matmul_panels"]
+    w, v, lin = _weights(2)
+    results = vm["main_transform_params"]([tvm.runtime.tensor(a) for a in (w, v, lin)])
+    want = tvm.get_global_func("kokoro_tvm_ext.pack_f32")("matmul", 1, tvm.runtime.tensor(lin)).numpy()
+    assert any(r.shape == want.shape and np.array_equal(r.numpy(), want) for r in results)

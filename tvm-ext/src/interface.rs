@@ -316,7 +316,7 @@ const PACKER_ARGS: &[Entry] = &[
     tensor("w"),
 ];
 
-/// A compile-time weight packer of one precision (`pack_bf16`, `pack_int8`).
+/// A compile-time weight packer (`pack_bf16`, `pack_int8`, `pack_f32`).
 const fn packer(name: &'static str) -> Interface {
     Interface {
         name,
@@ -349,6 +349,9 @@ pub const CONV1D_INT8: Interface = dps("conv1d_int8", PACKED_CONV1D_ARGS);
 pub const CONV1D_TRANSPOSE_INT8: Interface =
     dps("conv1d_transpose_int8", PACKED_CONV1D_TRANSPOSE_ARGS);
 pub const MATMUL_INT8: Interface = dps("matmul_int8", with_bias_tensors![flag("has_bias")]);
+
+pub const PACK_F32: Interface = packer("pack_f32");
+pub const MATMUL_PANELS: Interface = dps("matmul_panels", with_bias_tensors![flag("has_bias")]);
 
 pub const SET_NUM_THREADS: Interface = Interface {
     name: "set_num_threads",
@@ -383,6 +386,8 @@ pub const ALL: &[&Interface] = &[
     &CONV1D_INT8,
     &CONV1D_TRANSPOSE_INT8,
     &MATMUL_INT8,
+    &PACK_F32,
+    &MATMUL_PANELS,
     &SET_NUM_THREADS,
     &KERNEL_INTERFACES,
 ];

@@ -63,6 +63,12 @@ pub const KERNELS: &[(&str, Constructor)] = &[
         conv::int8::conv1d_transpose_function,
     ),
     ("kokoro_tvm_ext.matmul_int8", matmul::int8::matmul_function),
+    // Every precision: f32 matmul weights in panels, packed at compile time, see gemm/panels/.
+    ("kokoro_tvm_ext.pack_f32", gemm::panels::pack_function),
+    (
+        "kokoro_tvm_ext.matmul_panels",
+        matmul::panels::matmul_function,
+    ),
 ];
 
 /// Process-wide settings, which must run before the first kernel call.

@@ -15,6 +15,7 @@ use crate::job::JobError;
 pub mod bf16;
 pub mod int8;
 pub(crate) mod packed;
+pub mod panels;
 #[cfg(test)]
 pub(crate) mod testing;
 #[cfg(test)]

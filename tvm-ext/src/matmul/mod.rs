@@ -39,6 +39,7 @@ use crate::tensor::{byte_span, check_dtype, dim, expect_shape, input, output, sh
 pub mod batch;
 pub mod bf16;
 pub mod int8;
+pub mod panels;
 #[cfg(test)]
 pub(crate) mod testing;
 
@@ -70,6 +71,8 @@ pub(crate) enum WeightKind {
     Bf16,
     /// int8 packed by `kokoro_tvm_ext.pack_int8` ([`int8`]).
     Int8,
+    /// float32 in panels by `kokoro_tvm_ext.pack_f32` ([`panels`]).
+    Panels,
 }
 
 /// Parses and validates the packed arguments of `matmul`, or of `matmul_bf16`

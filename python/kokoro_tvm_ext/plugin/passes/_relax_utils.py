@@ -252,13 +252,14 @@ PACKED_KERNELS = ("conv1d", "conv1d_transpose", "matmul")
 
 @mutator
 class _ToPacked(PyExprMutator):
-    def __init__(self, mod, func, keep_f32: dict, packer: str, suffix: str, min_channels: int):
+    def __init__(self, mod, func, keep_f32: dict, packer: str, suffix: str, min_channels: int, kernels: tuple):
         super().__init__(mod)
         self.weights = WeightPacker(self, func)
         self.keep_f32 = keep_f32
         self.packer = packer
         self.suffix = suffix
         self.min_channels = min_channels
+        self.kernels = kernels
 
     def visit_call_(self, call):
         keep = is_among(self.keep_f32, call)
@@ -266,7 +267,7 @@ class _ToPacked(PyExprMutator):
         if keep:
             return call
         kernel = KernelCall.read(call)
-        if kernel is None or kernel.name not in PACKED_KERNELS:
+        if kernel is None or kernel.name not in self.kernels:
             return call
         groups = kernel.args.get("groups", 1)  # matmul has none
         found = self.weights.weight_type(kernel["w"])
@@ -280,14 +281,24 @@ class _ToPacked(PyExprMutator):
         return kernel.to(f"{kernel.name}{self.suffix}", w=packed, **size)
 
 
-def pack_kernels(mod: tvm.IRModule, precision: str, packer: str, suffix: str, min_channels: int = 0) -> tvm.IRModule:
+def pack_kernels(
+    mod: tvm.IRModule,
+    precision: str,
+    packer: str,
+    suffix: str,
+    min_channels: int = 0,
+    kernels: tuple = PACKED_KERNELS,
+) -> tvm.IRModule:
     """``mod`` with the calls described above moved to ``{kernel}{suffix}``, their weights packed
     by the global function ``packer``; functions marked f32 are left alone, and so are calls
-    with fewer than ``min_channels`` input or output channels."""
+    with fewer than ``min_channels`` input or output channels, and kernels not in ``kernels``.
+    With ``precision="fp32"`` (a packed f32 layout, no rounding) every function and call is taken."""
+    rounds = precision != "fp32"
 
     def rewrite(_gvar, func):
-        if func.attrs is not None and str(func.attrs.get(PRECISION_ATTR, precision)) == "fp32":
+        if rounds and func.attrs is not None and str(func.attrs.get(PRECISION_ATTR, precision)) == "fp32":
             return None
-        return _ToPacked(mod, func, upstream_of_cumsum(func), packer, suffix, min_channels).visit_expr(func)
+        keep = upstream_of_cumsum(func) if rounds else {}
+        return _ToPacked(mod, func, keep, packer, suffix, min_channels, kernels).visit_expr(func)
 
     return map_functions(mod, rewrite)

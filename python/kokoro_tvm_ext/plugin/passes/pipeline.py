@@ -21,6 +21,7 @@ from kokoro_tvm_ext.plugin.passes.expand_powers import ExpandSmallPowers
 from kokoro_tvm_ext.plugin.passes.fold_bias import FoldBiasIntoKernels
 from kokoro_tvm_ext.plugin.passes.lift_weights import LiftWeights
 from kokoro_tvm_ext.plugin.passes.pack_bf16 import PackWeightsBF16, check_precision
+from kokoro_tvm_ext.plugin.passes.pack_f32 import PackWeightsF32
 from kokoro_tvm_ext.plugin.passes.pack_int8 import PackWeightsInt8
 from kokoro_tvm_ext.plugin.passes.pack_winograd import PackWeightsWinograd
 from kokoro_tvm_ext.plugin.passes.remove_noop_copies import RemoveNoOpCopies
@@ -62,6 +63,8 @@ def plugin_passes(use_kernels: bool = True, precision: str = "fp32") -> list:
         *([PackWeightsWinograd()] if kernels else []),
         #    precision="bf16": the other convolutions and matmuls -> bf16 kernels, weights packed.
         *([PackWeightsBF16()] if bf16 else []),
+        #    The matmuls left in f32 -> the panel kernel, weights packed now (no per-call packing).
+        *([PackWeightsF32()] if kernels else []),
         #    Drop what the dispatches made dead (the broadcasts, the bare products).
         relax.transform.DeadCodeElimination(),
     ]
