@@ -1,4 +1,4 @@
-"""DispatchToPluginKernels alone: conv1d, conv1d_transpose and float32 matmuls become plugin kernel
+"""DispatchToPluginKernels alone: conv1d, conv1d_transpose, float32 matmuls and softmax become plugin kernel
 calls, written out below argument by argument (which pins the kernels' calling convention)."""
 
 from __future__ import annotations
@@ -156,3 +156,36 @@ def test_a_transpose_from_an_earlier_block_is_not_looked_through():
     out = DispatchToPluginKernels()(Blocks)
     assert relax.analysis.check_well_formed(out)
     tvm.ir.assert_structural_equal(out, BlocksDispatched)
+
+
+@I.ir_module
+class Softmaxes:
+    @R.function
+    def main(s: R.Tensor(("b", 3, "t", "t"), "float32"), h: R.Tensor((2, 5), "float16")):
+        with R.dataflow():
+            last = R.nn.softmax(s, axis=-1)  # attention's rows
+            last4 = R.nn.softmax(s, axis=3)  # the same axis, counted from the front
+            other = R.nn.softmax(s, axis=2)  # not the last axis: TVM's
+            half = R.nn.softmax(h, axis=-1)  # float16: TVM's
+            R.output(last, last4, other, half)
+        return last, last4, other, half
+
+
+@I.ir_module
+class SoftmaxesDispatched:
+    @R.function
+    def main(s: R.Tensor(("b", 3, "t", "t"), "float32"), h: R.Tensor((2, 5), "float16")):
+        b, t = T.int64(), T.int64()
+        with R.dataflow():
+            last = R.call_dps_packed("kokoro_tvm_ext.softmax", (s,), out_ty=R.Tensor((b, 3, t, t), "float32"))
+            last4 = R.call_dps_packed("kokoro_tvm_ext.softmax", (s,), out_ty=R.Tensor((b, 3, t, t), "float32"))
+            other = R.nn.softmax(s, axis=2)
+            half = R.nn.softmax(h, axis=-1)
+            R.output(last, last4, other, half)
+        return last, last4, other, half
+
+
+def test_a_float32_softmax_over_the_last_axis_becomes_the_kernel_and_others_stay_with_tvm():
+    out = DispatchToPluginKernels()(Softmaxes)
+    assert relax.analysis.check_well_formed(out)
+    tvm.ir.assert_structural_equal(out, SoftmaxesDispatched)

@@ -154,6 +154,8 @@ const fn dps(name: &'static str, entries: &'static [Entry]) -> Interface {
 
 pub const SNAKE: Interface = dps("snake", &[tensor("x"), tensor("alpha"), output("out")]);
 
+pub const SOFTMAX: Interface = dps("softmax", &[tensor("x"), output("out")]);
+
 pub const ADAIN: Interface = dps(
     "adain",
     &[
@@ -374,6 +376,7 @@ pub const ALL: &[&Interface] = &[
     &CONV1D_TRANSPOSE,
     &MATMUL,
     &BATCH_MATMUL,
+    &SOFTMAX,
     &PACK_WINOGRAD,
     &CONV1D_WINOGRAD,
     &PACK_BF16,

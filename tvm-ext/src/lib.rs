@@ -9,6 +9,7 @@ use tvm_ffi::{Any, AnyView, Function, Result};
 pub mod adain;
 pub mod args;
 pub mod conv;
+mod exp;
 pub mod gemm;
 pub mod interface;
 mod isa;
@@ -19,6 +20,7 @@ pub mod matmul;
 mod scratch;
 pub mod sin;
 pub mod snake;
+pub mod softmax;
 pub mod tensor;
 pub mod threads;
 
@@ -36,6 +38,7 @@ pub const KERNELS: &[(&str, Constructor)] = &[
     ("kokoro_tvm_ext.conv1d_transpose", conv::transpose_function),
     ("kokoro_tvm_ext.matmul", matmul::function),
     ("kokoro_tvm_ext.batch_matmul", matmul::batch::function),
+    ("kokoro_tvm_ext.softmax", softmax::function),
     // Weights transformed at compile time, see conv/winograd/.
     (
         "kokoro_tvm_ext.pack_winograd",

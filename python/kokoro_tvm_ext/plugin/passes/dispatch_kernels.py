@@ -7,7 +7,9 @@
 ``kokoro_tvm_ext.lstm`` a call of the LSTM kernel. A ``relax.matmul`` of two activations
 (ALBERT's attention, ``q @ k^T`` and ``probs @ v``) becomes
 ``kokoro_tvm_ext.batch_matmul``; a swap of the last two axes feeding it is
-read through strides instead of copied. Stock TVM's CPU pipeline leaves
+read through strides instead of copied. A float32 softmax over the last axis
+(attention's rows) becomes ``kokoro_tvm_ext.softmax`` (TVM's ran scalar: 7 ns an
+element, a tenth of a long text stage). Stock TVM's CPU pipeline leaves
 these unscheduled (single thread, no tiling), and they are ~90% of Kokoro's
 time. Anything the kernels do not cover (other layouts or dtypes) is left to TVM.
 
@@ -36,6 +38,7 @@ BROADCAST_TO = tvm.ir.Op.get("relax.broadcast_to")
 MULTIPLY = tvm.ir.Op.get("relax.multiply")
 PERMUTE_DIMS = tvm.ir.Op.get("relax.permute_dims")
 RESHAPE = tvm.ir.Op.get("relax.reshape")
+SOFTMAX = tvm.ir.Op.get("relax.nn.softmax")
 LSTM = lstm_op()
 
 
@@ -69,6 +72,14 @@ def matmul_call(call: relax.Call, lookup, builder):
     trans_x, x = _untransposed(x, lookup)
     trans_y, w = _untransposed(w, lookup)
     return kernel_call("batch_matmul", call.ty, trans_x=trans_x, trans_y=trans_y, x=x, y=w)
+
+
+def softmax_call(call: relax.Call, _lookup, _builder):
+    (x,) = call.args
+    rank = int(x.ty.ndim) if is_f32(x) else -1  # -1: unknown
+    if rank < 1 or int(call.attrs.axis) not in (-1, rank - 1):
+        return None
+    return kernel_call("softmax", call.ty, x=x)
 
 
 def _same_dims(a, b) -> bool:
@@ -127,7 +138,13 @@ def _is_scalar_constant(expr) -> bool:
 
 
 # Each rewrite takes (call, lookup_binding, block_builder) and returns the replacement, or None to keep the call.
-REWRITES = {CONV1D: rust_rule, CONV1D_TRANSPOSE: rust_rule, MATMUL: matmul_call, LSTM: rust_rule}
+REWRITES = {
+    CONV1D: rust_rule,
+    CONV1D_TRANSPOSE: rust_rule,
+    MATMUL: matmul_call,
+    LSTM: rust_rule,
+    SOFTMAX: softmax_call,
+}
 
 
 @mutator
@@ -143,7 +160,8 @@ class _Dispatcher(PyExprMutator):
 
 @tvm.transform.module_pass(opt_level=0, name="DispatchToPluginKernels")
 class DispatchToPluginKernels:
-    """conv1d, conv1d_transpose, float32 matmuls and the LSTM become plugin kernel calls (see module doc)."""
+    """conv1d, conv1d_transpose, float32 matmuls, the LSTM and last-axis softmax become plugin kernel calls
+    (see module doc)."""
 
     def transform_module(self, mod: tvm.IRModule, _ctx) -> tvm.IRModule:
         return map_functions(mod, lambda _gvar, func: _Dispatcher(mod).visit_expr(func))

@@ -1,13 +1,14 @@
 """Every precision: the plugin's f32 matmul calls with constant weights become
 ``kokoro_tvm_ext.matmul_panels``, their weights packed once, at compile time (or when a
-checkpoint is bound), by ``kokoro_tvm_ext.pack_f32`` into panels of columns (the layout is
-the Rust side's business, see tvm-ext/src/gemm/panels/).
+checkpoint is bound), by ``kokoro_tvm_ext.pack_f32`` into panels of 64 columns: the layout
+of the ``gemm`` crate's micro-kernel, which then reads them in place (see
+tvm-ext/src/gemm/panels/).
 
-The f32 matmul runs on the ``gemm`` crate, which packs the weights again on every call:
-in ALBERT's linear layers (a few dozen to 500 rows against 768 x 768 and 768 x 2048
-weights) that copy cost about as much as the products. Same f32 arithmetic, each output
-summed in the order of K: nothing is rounded, so the calls upstream of the F0 predictor's
-cumsum and the text stage (kept f32 by the other precisions) are packed too.
+The f32 matmul hands the crate ``[K, N]`` weights, which it packs again on every call: in
+ALBERT's linear layers (a few dozen to 500 rows against 768 x 768 and 768 x 2048 weights)
+that copy cost about as much as the products. Same f32 arithmetic, nothing rounded, so the
+calls upstream of the F0 predictor's cumsum and the text stage (kept f32 by the other
+precisions) are packed too.
 
 Runs last among the packing passes: the matmuls bf16 and int8 take are theirs.
 """

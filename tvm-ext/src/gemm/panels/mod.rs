@@ -27,10 +27,13 @@ use super::packed::{pack_args, Kind, PackArgs};
 use super::{sgemm_shared, Layout, SharedMut};
 use crate::interface;
 use crate::job::JobError;
+use crate::scratch::Scratch;
 use crate::tensor::{expect_shape, input};
 
 /// Columns of a panel: the height of the crate's AVX-512 micro-kernel (4 x 16 lanes).
 pub const NR: usize = 64;
+/// The longest block of K per crate call: the crate sums up to 512 whole at any row count.
+const KB: usize = 512;
 
 /// The registered `kokoro_tvm_ext.pack_f32`.
 pub fn pack_function() -> Function {
@@ -106,38 +109,66 @@ pub(crate) fn gemm_panels(
             out.len()
         )));
     }
+    if rows == 1 {
+        // The crate multiplies a single row as a matrix-vector product, which
+        // sums in another order: the row twice, as two rows, is the same row
+        // as it is among many.
+        let (mut x2, mut out2) = (Scratch::new(), Scratch::new());
+        x2.set_len(2 * k);
+        x2[..k].copy_from_slice(x);
+        x2[k..].copy_from_slice(x);
+        out2.set_len(2 * n);
+        gemm_panels(2, k, n, &x2, w, bias, &mut out2)?;
+        out.copy_from_slice(&out2[..n]);
+        return Ok(());
+    }
     if let Some(b) = bias {
         for row in out.chunks_exact_mut(n) {
             row.copy_from_slice(b);
         }
     }
     let c = SharedMut::new(out);
+    // K in equal blocks of at most KB: the crate then sums each block whole,
+    // whatever the row count (it blocks a longer K by a rule that depends on
+    // the rows), so a row's result never depends on the other rows, and a
+    // batch item equals its solo run bit for bit.
+    let blocks = k.div_ceil(KB).max(1);
+    let kb = k.div_ceil(blocks);
     (0..n.div_ceil(NR))
         .into_par_iter()
         .with_max_len(1)
         .try_for_each(|p| {
             let cols = NR.min(n - p * NR);
-            let panel = Layout {
-                offset: p * k * NR,
-                rs: NR,
-                cs: 1,
-            };
-            // SAFETY: each job writes columns p*NR..p*NR+cols of every row, no other job's.
-            unsafe {
-                sgemm_shared(
-                    rows,
-                    cols,
-                    k,
-                    x,
-                    Layout::row_major(0, k),
-                    w,
-                    panel,
-                    c,
-                    Layout::row_major(p * NR, n),
-                    bias.is_some(),
-                    false,
-                )
+            for k0 in (0..k).step_by(kb.max(1)) {
+                let depth = kb.min(k - k0);
+                let panel = Layout {
+                    offset: (p * k + k0) * NR,
+                    rs: NR,
+                    cs: 1,
+                };
+                let rows_of_x = Layout {
+                    offset: k0,
+                    rs: k,
+                    cs: 1,
+                };
+                // SAFETY: each job writes columns p*NR..p*NR+cols of every row, no other job's.
+                unsafe {
+                    sgemm_shared(
+                        rows,
+                        cols,
+                        depth,
+                        x,
+                        rows_of_x,
+                        w,
+                        panel,
+                        c,
+                        Layout::row_major(p * NR, n),
+                        bias.is_some() || k0 > 0,
+                        false,
+                    )?;
+                }
             }
+            Ok(())
         })
 }
 

@@ -67,6 +67,29 @@ fn the_product_on_the_panels_matches_the_f64_product() {
     }
 }
 
+/// What batching relies on: each row's result is the same, bit for bit, with
+/// other rows beside it or alone (K across blocks and within one).
+#[test]
+fn a_row_does_not_depend_on_the_rows_beside_it() {
+    let mut rng = Rng(0x7a11);
+    for &(k, n) in &[(768usize, 130usize), (2048, 64), (300, 70), (1025, 65)] {
+        let (x, w, b) = (rng.vec(311 * k), rng.vec(k * n), rng.vec(n));
+        let packed = pack(k, n, &w);
+        let mut all = vec![0.0f32; 311 * n];
+        gemm_panels(311, k, n, &x, &packed, Some(&b), &mut all).unwrap();
+        for rows in [1usize, 3, 42, 64, 65, 200] {
+            let mut some = vec![0.0f32; rows * n];
+            gemm_panels(rows, k, n, &x[..rows * k], &packed, Some(&b), &mut some).unwrap();
+            assert!(
+                some.iter()
+                    .zip(&all)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "k={k} n={n}: the first {rows} rows differ from the same rows among 311"
+            );
+        }
+    }
+}
+
 #[test]
 fn buffers_of_the_wrong_size_are_an_error_not_a_read_past_the_end() {
     let (rows, k, n) = (3usize, 4usize, 5usize);
