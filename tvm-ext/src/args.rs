@@ -8,7 +8,10 @@
 //! (`interface.rs`) cannot drift from what the kernels parse. Once the scalars
 //! are read, the argument count is checked against the flags before any tensor
 //! is read. User errors read "who: name: expected ..., got ...".
-use tvm_ffi::{bail, ensure, AnyView, Result, TensorView, INTERNAL_ERROR, TYPE_ERROR, VALUE_ERROR};
+use tvm_ffi::{
+    bail, ensure, Any, AnyView, Function, Result, TensorView, INTERNAL_ERROR, TYPE_ERROR,
+    VALUE_ERROR,
+};
 
 use crate::interface::{Entry, Interface, Kind, Param, When};
 
@@ -425,6 +428,15 @@ impl<'a, 'b> Cursor<'a, 'b> {
 /// The bytes a piece of memory occupies, `None` when empty: see [`span`] and
 /// [`crate::tensor::byte_span`].
 pub type Span = Option<(usize, usize)>;
+
+/// A registered destination-passing kernel: `run` reads and checks the call's
+/// arguments and writes its outputs; the call returns nothing.
+pub fn dps_function(run: fn(&[AnyView]) -> Result<()>) -> Function {
+    Function::from_packed(move |args: &[AnyView]| -> Result<Any> {
+        run(args)?;
+        Ok(Any::default())
+    })
+}
 
 /// The bytes of a slice.
 pub fn span<T>(s: &[T]) -> Span {

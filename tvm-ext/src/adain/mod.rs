@@ -38,9 +38,9 @@
 //! rayon's global pool; a row of `x` that is not contiguous along `L` is
 //! gathered first.
 use rayon::prelude::*;
-use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, TensorView, VALUE_ERROR};
+use tvm_ffi::{bail, ensure, AnyView, Function, Result, TensorView, VALUE_ERROR};
 
-use crate::args::{no_overlap, span, Cursor};
+use crate::args::{dps_function, no_overlap, span, Cursor};
 use crate::interface;
 use crate::isa::Isa;
 use crate::sin::{needs_slow_path, sin_fast, sin_slow};
@@ -58,10 +58,7 @@ pub enum Activation {
 
 /// The registered function.
 pub fn function() -> Function {
-    Function::from_packed(|args: &[AnyView]| -> Result<Any> {
-        adain_packed(args)?;
-        Ok(Any::default())
-    })
+    dps_function(adain_packed)
 }
 
 /// Parses and validates the packed arguments, then runs the kernel.

@@ -65,9 +65,9 @@
 use std::borrow::Cow;
 
 use rayon::prelude::*;
-use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, TensorView, VALUE_ERROR};
+use tvm_ffi::{bail, ensure, AnyView, Function, Result, TensorView, VALUE_ERROR};
 
-use crate::args::{no_overlap, span, Cursor};
+use crate::args::{dps_function, no_overlap, span, Cursor};
 use crate::gemm::{sgemm, sgemm_shared, threads, Layout, SharedMut};
 use crate::interface::{self, Interface};
 use crate::job::{internal, JobError};
@@ -168,18 +168,12 @@ impl Conv1dConfig {
 
 /// The registered `kokoro_tvm_ext.conv1d`.
 pub fn function() -> Function {
-    Function::from_packed(|args: &[AnyView]| -> Result<Any> {
-        conv1d_packed(args)?;
-        Ok(Any::default())
-    })
+    dps_function(conv1d_packed)
 }
 
 /// The registered `kokoro_tvm_ext.conv1d_transpose`.
 pub fn transpose_function() -> Function {
-    Function::from_packed(|args: &[AnyView]| -> Result<Any> {
-        conv1d_transpose_packed(args)?;
-        Ok(Any::default())
-    })
+    dps_function(conv1d_transpose_packed)
 }
 
 pub mod bf16;

@@ -1,7 +1,7 @@
 use super::reference::{reference_conv, reference_transpose};
 use super::*;
 use crate::tensor::testing::{assert_close_to, Owned, Rng};
-use tvm_ffi::TYPE_ERROR;
+use tvm_ffi::{Any, TYPE_ERROR};
 
 fn assert_close(what: &str, got: &[f32], want: &[(f64, f64)]) {
     assert_close_to(what, got, want, 1e-4)

@@ -50,9 +50,9 @@
 use std::ops::{Deref, DerefMut};
 
 use rayon::prelude::*;
-use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, VALUE_ERROR};
+use tvm_ffi::{bail, ensure, AnyView, Function, Result, VALUE_ERROR};
 
-use crate::args::{no_overlap, span, Cursor, Span};
+use crate::args::{dps_function, no_overlap, span, Cursor, Span};
 use crate::interface;
 use crate::isa::Isa;
 use crate::tensor::{
@@ -125,10 +125,7 @@ use schedule::*;
 
 /// The registered function.
 pub fn function() -> Function {
-    Function::from_packed(|args: &[AnyView]| -> Result<Any> {
-        lstm_packed(args)?;
-        Ok(Any::default())
-    })
+    dps_function(lstm_packed)
 }
 
 // ---------------------------------------------------------------------------

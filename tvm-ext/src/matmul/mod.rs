@@ -26,11 +26,11 @@
 //! on the GEMMs of [`crate::gemm`]. `testing.rs` holds what their tests share.
 use std::borrow::Cow;
 
-use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, TensorView, VALUE_ERROR};
+use tvm_ffi::{bail, ensure, AnyView, Function, Result, TensorView, VALUE_ERROR};
 
 use rayon::prelude::*;
 
-use crate::args::{no_overlap, span, Cursor};
+use crate::args::{dps_function, no_overlap, span, Cursor};
 use crate::gemm::{sgemm_shared, threads, Layout, SharedMut};
 use crate::interface::{self, Interface};
 use crate::job::{internal, JobError};
@@ -45,10 +45,7 @@ pub(crate) mod testing;
 
 /// The registered function.
 pub fn function() -> Function {
-    Function::from_packed(|args: &[AnyView]| -> Result<Any> {
-        matmul_packed(args)?;
-        Ok(Any::default())
-    })
+    dps_function(matmul_packed)
 }
 
 /// One parsed call: `x [rows, k] @ w -> out [rows, n]`, and its tensors.

@@ -2,7 +2,7 @@ use super::testing::data;
 use super::*;
 use crate::gemm::testing::reference_matmul;
 use crate::tensor::testing::{assert_close_to, Owned};
-use tvm_ffi::{TensorView, TYPE_ERROR};
+use tvm_ffi::{Any, TensorView, TYPE_ERROR};
 
 fn args_of<'a>(flag: &'a i64, views: &'a [TensorView]) -> Vec<AnyView<'a>> {
     let mut args = vec![AnyView::from(flag)];

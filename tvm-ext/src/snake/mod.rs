@@ -7,23 +7,24 @@
 //! - `alpha`: float32 `[1, C, 1]` (the torch parameter's shape), any strides;
 //! - `out`: float32 `[B, C, L]`, contiguous.
 use rayon::prelude::*;
-use tvm_ffi::{ensure, Any, AnyView, Function, Result, TensorView, VALUE_ERROR};
+use tvm_ffi::{ensure, AnyView, Function, Result, TensorView, VALUE_ERROR};
 
-use crate::args::{no_overlap, span, Cursor};
+use crate::args::{dps_function, no_overlap, span, Cursor};
 use crate::interface;
 use crate::tensor::{byte_span, expect_shape, input, output, shape_of};
 
 /// The registered function.
 pub fn function() -> Function {
-    Function::from_packed(|args: &[AnyView]| -> Result<Any> {
-        let mut c = Cursor::new(&interface::SNAKE, args)?;
-        let x = c.tensor("x")?;
-        let alpha = c.tensor("alpha")?;
-        let out = c.output("out")?;
-        c.finish()?;
-        snake(&x, &alpha, &out)?;
-        Ok(Any::default())
-    })
+    dps_function(snake_packed)
+}
+
+fn snake_packed(args: &[AnyView]) -> Result<()> {
+    let mut c = Cursor::new(&interface::SNAKE, args)?;
+    let x = c.tensor("x")?;
+    let alpha = c.tensor("alpha")?;
+    let out = c.output("out")?;
+    c.finish()?;
+    snake(&x, &alpha, &out)
 }
 
 /// Validates the arguments and runs the kernel.

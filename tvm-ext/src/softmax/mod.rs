@@ -12,9 +12,9 @@
 //! here each row's max, exponentials and sum are vectorized loops in the widest
 //! instruction set of the CPU ([`Isa`]), the rows split over the rayon pool.
 use rayon::prelude::*;
-use tvm_ffi::{ensure, Any, AnyView, Function, Result, VALUE_ERROR};
+use tvm_ffi::{ensure, AnyView, Function, Result, VALUE_ERROR};
 
-use crate::args::{no_overlap, span, Cursor};
+use crate::args::{dps_function, no_overlap, span, Cursor};
 use crate::exp::exp_reduced;
 use crate::interface;
 use crate::isa::Isa;
@@ -22,24 +22,26 @@ use crate::tensor::{byte_span, expect_shape, input, output};
 
 /// The registered function.
 pub fn function() -> Function {
-    Function::from_packed(|args: &[AnyView]| -> Result<Any> {
-        let mut c = Cursor::new(&interface::SOFTMAX, args)?;
-        let x = c.tensor("x")?;
-        let out = c.output("out")?;
-        c.finish()?;
-        let shape = x.shape().to_vec();
-        ensure!(
-            !shape.is_empty(),
-            VALUE_ERROR,
-            "softmax: x: expected rank >= 1, got rank 0"
-        );
-        expect_shape(&out, "softmax: out", &shape)?;
-        let xs = input::<f32>(&x, "softmax: x")?;
-        let ys = output::<f32>(&out, "softmax: out")?;
-        no_overlap("softmax", &[("out", span(ys))], &[("x", byte_span(&x))])?;
-        softmax_rows(&xs, ys, shape[shape.len() - 1] as usize, Isa::best());
-        Ok(Any::default())
-    })
+    dps_function(softmax_packed)
+}
+
+fn softmax_packed(args: &[AnyView]) -> Result<()> {
+    let mut c = Cursor::new(&interface::SOFTMAX, args)?;
+    let x = c.tensor("x")?;
+    let out = c.output("out")?;
+    c.finish()?;
+    let shape = x.shape().to_vec();
+    ensure!(
+        !shape.is_empty(),
+        VALUE_ERROR,
+        "softmax: x: expected rank >= 1, got rank 0"
+    );
+    expect_shape(&out, "softmax: out", &shape)?;
+    let xs = input::<f32>(&x, "softmax: x")?;
+    let ys = output::<f32>(&out, "softmax: out")?;
+    no_overlap("softmax", &[("out", span(ys))], &[("x", byte_span(&x))])?;
+    softmax_rows(&xs, ys, shape[shape.len() - 1] as usize, Isa::best());
+    Ok(())
 }
 
 /// Elements per parallel task: smaller tasks cost more in hand-offs than they save.

@@ -46,7 +46,7 @@
 use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, Tensor, VALUE_ERROR};
 
 use super::{call_data, parse_call, run_parallel, Conv1dConfig, WeightKind};
-use crate::args::Cursor;
+use crate::args::{dps_function, Cursor};
 use crate::gemm::{threads, SharedMut};
 use crate::interface;
 use crate::isa::Isa;
@@ -72,10 +72,7 @@ pub fn pack_function() -> Function {
 
 /// The registered `kokoro_tvm_ext.conv1d_winograd`.
 pub fn conv1d_function() -> Function {
-    Function::from_packed(|args: &[AnyView]| -> Result<Any> {
-        conv1d_packed(args)?;
-        Ok(Any::default())
-    })
+    dps_function(conv1d_packed)
 }
 
 fn pack_packed(args: &[AnyView]) -> Result<Tensor> {

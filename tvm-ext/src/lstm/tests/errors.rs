@@ -1,5 +1,6 @@
 //! Calls that must fail, with an error that names the problem.
 use super::*;
+use tvm_ffi::Any;
 
 // ---- bad input ------------------------------------------------------------------
 

@@ -21,9 +21,9 @@
 //! their strides (so a transposed view costs no copy). With fewer jobs than
 //! threads, the jobs run one after another and each GEMM uses the whole pool.
 use rayon::prelude::*;
-use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, VALUE_ERROR};
+use tvm_ffi::{bail, ensure, AnyView, Function, Result, VALUE_ERROR};
 
-use crate::args::{no_overlap, span, Cursor};
+use crate::args::{dps_function, no_overlap, span, Cursor};
 use crate::gemm::{sgemm_shared, threads, Layout, SharedMut};
 use crate::interface;
 use crate::job::{internal, JobError};
@@ -33,10 +33,7 @@ const WHO: &str = "batch_matmul";
 
 /// The registered function.
 pub fn function() -> Function {
-    Function::from_packed(|args: &[AnyView]| -> Result<Any> {
-        batch_matmul_packed(args)?;
-        Ok(Any::default())
-    })
+    dps_function(batch_matmul_packed)
 }
 
 /// One operand of [`batch_matmul_forward`]: element `(b, i, j)` of its matrix

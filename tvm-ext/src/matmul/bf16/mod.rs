@@ -11,7 +11,9 @@
 //! Where bf16 is not native ([`crate::gemm::bf16::native_bf16`]), the weights
 //! are unpacked to f32 and the f32 matmul runs. Otherwise `x` is packed once
 //! and the GEMM splits the output over the threads.
-use tvm_ffi::{Any, AnyView, Function, Result};
+use tvm_ffi::{AnyView, Function, Result};
+
+use crate::args::dps_function;
 
 use super::{call_data, expect_packed_call, matmul_forward, parse_call, prefill_bias, WeightKind};
 use crate::gemm::bf16::{
@@ -27,10 +29,7 @@ mod tests;
 
 /// The registered `kokoro_tvm_ext.matmul_bf16`.
 pub fn matmul_function() -> Function {
-    Function::from_packed(|args: &[AnyView]| -> Result<Any> {
-        matmul_packed(args)?;
-        Ok(Any::default())
-    })
+    dps_function(matmul_packed)
 }
 
 fn matmul_packed(args: &[AnyView]) -> Result<()> {

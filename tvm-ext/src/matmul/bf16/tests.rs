@@ -1,6 +1,7 @@
 use super::*;
 use crate::gemm::bf16::testing::{assert_close, pack, packed, rounded};
 use crate::tensor::testing::{Owned, Rng};
+use tvm_ffi::Any;
 use tvm_ffi::Result;
 
 #[test]

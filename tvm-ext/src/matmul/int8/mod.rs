@@ -11,7 +11,9 @@
 //!
 //! Where int8 is not native ([`crate::gemm::int8::native_int8`]), the weights
 //! are dequantized to f32 and the f32 matmul runs.
-use tvm_ffi::{Any, AnyView, Function, Result};
+use tvm_ffi::{AnyView, Function, Result};
+
+use crate::args::dps_function;
 
 use super::{call_data, expect_packed_call, matmul_forward, parse_call, prefill_bias, WeightKind};
 use crate::gemm::bf16::as_u32;
@@ -29,10 +31,7 @@ mod tests;
 
 /// The registered `kokoro_tvm_ext.matmul_int8`.
 pub fn matmul_function() -> Function {
-    Function::from_packed(|args: &[AnyView]| -> Result<Any> {
-        matmul_packed(args)?;
-        Ok(Any::default())
-    })
+    dps_function(matmul_packed)
 }
 
 fn matmul_packed(args: &[AnyView]) -> Result<()> {

@@ -7,7 +7,9 @@
 //! kokoro_tvm_ext.matmul_panels(has_bias, x, w_packed, [bias], OUT out)
 //!   x, bias, out: float32 as for the f32 kernels; the output channels (N) come from out.
 //! ```
-use tvm_ffi::{Any, AnyView, Function, Result};
+use tvm_ffi::{AnyView, Function, Result};
+
+use crate::args::dps_function;
 
 use super::{call_data, parse_call, WeightKind};
 use crate::gemm::panels::{gemm_panels, packed_weights};
@@ -19,10 +21,7 @@ mod tests;
 
 /// The registered `kokoro_tvm_ext.matmul_panels`.
 pub fn matmul_function() -> Function {
-    Function::from_packed(|args: &[AnyView]| -> Result<Any> {
-        matmul_packed(args)?;
-        Ok(Any::default())
-    })
+    dps_function(matmul_packed)
 }
 
 fn matmul_packed(args: &[AnyView]) -> Result<()> {
