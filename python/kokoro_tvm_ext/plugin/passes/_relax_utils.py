@@ -230,7 +230,7 @@ class WeightPacker:
 
 
 # -- f32 kernel calls moved to packed-weight variants ------------------------------
-# What the precision passes share (pack_bf16.py, pack_int8.py): the plugin's f32
+# What the packing passes share (pack_bf16.py, pack_int8.py, pack_f32.py): the plugin's f32
 # conv1d / conv1d_transpose / matmul calls with constant weights (or weights computed
 # from the weight parameters alone, see WeightPacker) move to a variant
 # ``{kernel}{suffix}`` whose weights a registered packer transformed once, at compile

@@ -16,10 +16,13 @@
 //!     -> float32 [ceil(N / NR), K, NR]: panel p, row q, column c = W[q, p*NR + c] (zeros past N)
 //! ```
 //!
-//! Measured per call against the crate packing `[K, N]` weights itself
-//! (`bench_gemm_panels`, one core, the fastest of 15 alternating rounds): 1.3-1.5x
-//! as fast at 50 rows, 1.0-1.2x at 311. A register tile of our own on the panels
-//! (6 x 64, the input regrouped per call) ran 5-20% slower than this at every shape.
+//! K goes to the crate in blocks of at most [`KB`] and a single row as two
+//! copies, so a row's result never depends on the rows beside it (see
+//! [`gemm_panels`]). Measured per call against the crate packing `[K, N]` weights
+//! itself (`bench_gemm_panels`, one core, the fastest of 15 alternating rounds):
+//! 1.04-1.38x as fast at 50 rows, 0.99-1.15x at 311. A register tile of our own
+//! on the panels (6 x 64, the input regrouped per call) ran 5-20% slower than
+//! the crate on them.
 use rayon::prelude::*;
 use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, Tensor, TensorView, VALUE_ERROR};
 
@@ -59,6 +62,9 @@ fn pack_packed(args: &[AnyView]) -> Result<Tensor> {
 /// `w` (`[k, n]`, row-major) in panels of [`NR`] columns, zeros past `n`.
 pub fn pack(k: usize, n: usize, w: &[f32]) -> Vec<f32> {
     let mut out = vec![0.0f32; n.div_ceil(NR) * k * NR];
+    if out.is_empty() {
+        return out;
+    }
     for (p, panel) in out.chunks_exact_mut(k * NR).enumerate() {
         let (j0, width) = (p * NR, NR.min(n - p * NR));
         for (q, row) in panel.chunks_exact_mut(NR).enumerate() {
@@ -122,10 +128,14 @@ pub(crate) fn gemm_panels(
         out.copy_from_slice(&out2[..n]);
         return Ok(());
     }
-    if let Some(b) = bias {
-        for row in out.chunks_exact_mut(n) {
-            row.copy_from_slice(b);
+    match bias {
+        Some(b) => {
+            for row in out.chunks_exact_mut(n) {
+                row.copy_from_slice(b);
+            }
         }
+        None if k == 0 => out.fill(0.0), // no products: the crate is never called
+        None => {}
     }
     let c = SharedMut::new(out);
     // K in equal blocks of at most KB: the crate then sums each block whole,

@@ -39,6 +39,8 @@ fn the_packer_refuses_convolution_weights_and_names_the_reason() {
 fn the_product_on_the_panels_matches_the_f64_product() {
     for &(rows, k, n, has_bias) in &[
         (1usize, 1usize, 1usize, true),
+        (4, 0, 70, false),
+        (4, 0, 70, true),
         (5, 3, 64, false),
         (7, 129, 65, true),
         (50, 300, 200, false),
