@@ -13,9 +13,8 @@
 //! and the GEMM splits the output over the threads.
 use tvm_ffi::{AnyView, Function, Result};
 
-use crate::args::dps_function;
-
 use super::{call_data, expect_packed_call, matmul_forward, parse_call, prefill_bias, WeightKind};
+use crate::args::dps_function;
 use crate::gemm::bf16::{
     as_u32, gemm_bf16, native_bf16, pack_a, packed_shape, packed_weights, unpack_b_into,
     with_f32_weights, Kind, PackedA, PackedB,

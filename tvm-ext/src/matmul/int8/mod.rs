@@ -13,9 +13,8 @@
 //! are dequantized to f32 and the f32 matmul runs.
 use tvm_ffi::{AnyView, Function, Result};
 
-use crate::args::dps_function;
-
 use super::{call_data, expect_packed_call, matmul_forward, parse_call, prefill_bias, WeightKind};
+use crate::args::dps_function;
 use crate::gemm::bf16::as_u32;
 use crate::gemm::int8::{
     as_i32, gemm_int8, isa, min_max, native_int8, packed_weights, quads, with_f32_weights, Affine,

@@ -9,9 +9,8 @@
 //! ```
 use tvm_ffi::{AnyView, Function, Result};
 
-use crate::args::dps_function;
-
 use super::{call_data, parse_call, WeightKind};
+use crate::args::dps_function;
 use crate::gemm::panels::{gemm_panels, packed_weights};
 use crate::interface;
 use crate::job::internal;
