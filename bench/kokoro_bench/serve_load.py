@@ -4,8 +4,10 @@ For each backend (the compiled artifact, and the same server with ``--backend to
 so the comparison is the runtime, not the web stack) a server process is started;
 then 1, 4 and 16 concurrent clients each send paragraphs of 1-5 sentences (seeded
 choice) as streaming requests. One table: time to first audio byte p50/p95, full
-response time p50/p95, audio seconds produced per wall second, and the server's peak
-RSS (VmHWM). Then, for the first backend, RSS after 50 and after 500 short requests.
+response time p50/p95, audio seconds produced per wall second, the model's share of the
+wall time and its RTF under that load (from the server's ``/metrics``: the sum of its chunk
+synthesis times; a busy share near 100% means the model, not the web stack, sets the rate),
+and the server's peak RSS (VmHWM). Then, for the first backend, RSS after 50 and after 500 short requests.
 """
 
 from __future__ import annotations
@@ -149,6 +151,18 @@ class Server:
             self.proc.kill()
 
 
+def model_seconds(url: str) -> tuple[float, float]:
+    """The server's own totals from ``GET /metrics``: seconds the model spent on chunks, seconds of audio made."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    totals = {}
+    for family in text_string_to_metric_families(httpx.get(f"{url}/metrics", timeout=10).text):
+        for sample in family.samples:
+            totals[sample.name] = sample.value
+    return totals["kokoro_chunk_synthesis_seconds_sum"], totals["kokoro_audio_seconds_total"]
+
+
 def _audio_seconds(data: bytes, fmt: str) -> float:
     if fmt == "pcm":
         return len(data) / 2 / SAMPLE_RATE  # 16-bit mono at the model's rate
@@ -244,6 +258,8 @@ def run(args) -> int:
         "full p50 s",
         "p95 s",
         "audio s / wall s",
+        "model busy %",
+        "model RTF",
         "server peak RSS MiB",
     ]
     rows, rss = [], None
@@ -253,7 +269,9 @@ def run(args) -> int:
         try:
             for clients in args.clients:
                 n = max(args.requests, clients)  # every client sends at least one request
+                busy_before, audio_before = model_seconds(server.url)
                 r = load_level(server.url, clients, n, voice, args.format, seed=clients)
+                busy, made = (a - b for a, b in zip(model_seconds(server.url), (busy_before, audio_before)))
                 rows.append(
                     [
                         backend,
@@ -264,6 +282,8 @@ def run(args) -> int:
                         f"{_pct(r['totals'], 50):.2f}",
                         f"{_pct(r['totals'], 95):.2f}",
                         f"{r['audio'] / r['wall']:.2f}",
+                        f"{100 * busy / r['wall']:.0f}",
+                        f"{busy / made:.3f}" if made else "-",
                         f"{server.peak_rss_mb():.0f}",
                     ]
                 )

@@ -93,3 +93,19 @@ def test_openmetrics_when_asked():
         r = httpx.get(f"{url}/metrics", headers={"accept": "application/openmetrics-text; version=1.0.0"})
         assert r.headers["content-type"].startswith("application/openmetrics-text")
         assert r.text.rstrip().endswith("# EOF")
+
+
+def test_serve_bench_reads_the_model_time_and_audio_of_a_real_request(server, voice):
+    """bench/serve.py's model columns come from these totals: after one request to the live server (the real
+    model), the audio total moved by exactly the samples sent, and the model's time by no more than the wall."""
+    from conftest import SAMPLE_RATE, speech
+    from kokoro_bench.serve_load import model_seconds
+
+    busy_before, audio_before = model_seconds(server)
+    start = time.perf_counter()
+    r = speech(server, input="Hi, you. Go on!", voice=voice, response_format="pcm")
+    wall = time.perf_counter() - start
+    assert r.status_code == 200
+    busy, audio = (a - b for a, b in zip(model_seconds(server), (busy_before, audio_before)))
+    assert audio == pytest.approx(len(r.content) / 2 / SAMPLE_RATE, abs=1e-9)
+    assert 0 < busy < wall

@@ -285,6 +285,19 @@ fn winograd_speed() {
         let td = time(&mut || conv1d_forward(&c, &x, &w, Some(&bias), &mut o1).unwrap());
         let tw =
             time(&mut || conv1d_winograd_forward(&c, &tr, &x, &u, Some(&bias), &mut o2).unwrap());
+        let lout = c.conv_out_len().unwrap();
+        let per_isa: Vec<String> = Isa::available()
+            .into_iter()
+            .filter(|isa| *isa != Isa::Portable)
+            .map(|isa| {
+                let t = time(&mut || {
+                    run(isa, &c, &tr, lout, &x, &u, Some(&bias), &mut o2, TILE_BYTES).unwrap()
+                });
+                format!("{isa:?} {:7.2} ms", t * 1e3)
+            })
+            .collect();
+        // The gather and transforms compiled per instruction set; the GEMMs are the crate's own choice.
+        println!("    winograd, its loops for {}", per_isa.join(", "));
         let err = o1
             .iter()
             .zip(&o2)
