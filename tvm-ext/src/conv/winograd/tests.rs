@@ -108,6 +108,8 @@ fn matches_the_definition_on_odd_shapes_dilations_and_pads() {
         (1, 6, 4, 13, 7, (0, 0), 1),     // no padding: 7 outputs
         (1, 4, 4, 30, 3, (0, 5), 2),     // lopsided pads
         (1, 33, 18, 300, 11, (5, 5), 1), // several jobs per phase
+        (1, 3, 2, 3, 3, (4, 4), 5),      // one output: fewer phases than the dilation
+        (1, 5, 6, 9, 3, (4, 4), 5),      // seven outputs: phases of two and of one
     ];
     for (batch, cin, cout, length, k, pads, d) in cases {
         let c = config(batch, cin, cout, length, k, pads, d);
