@@ -2,11 +2,11 @@
 
 A batch of B items of F frames does the audio stage's work on B·F frames. Where one item of B·F frames costs
 less per frame than one of F frames, batching saves that difference; where the cost per frame is flat, the
-cores are already busy and batching saves nothing. For each artifact (the cached fp32 one, and the int8 one
-with ``--precision int8`` as well), the compiled audio stage runs on random aligned features of each frame
-count, interleaved count by count and round by round; the table gives the median milliseconds, the
-milliseconds per frame, and the saving per frame against the longest count (the most a batch that long
-could save over items of this count). 80 frames are 2 s of audio, a short sentence.
+cores are already busy and batching saves nothing. For each artifact of ``--precisions`` (the cached one,
+compiled first if missing), the compiled audio stage runs on random aligned features of each frame count
+(its cost does not depend on the values), interleaved count by count and round by round. The table gives the
+median milliseconds, the microseconds per frame, and the saving per frame against the longest count: the most
+a batch that long could save over items of this count. 80 frames are 2 s of audio, a short sentence.
 """
 
 from __future__ import annotations
