@@ -21,6 +21,13 @@ from kokoro_bench.table import machine_line, print_table
 FRAMES = (40, 80, 160, 320, 640, 1280)
 
 
+def _frame_count(text: str) -> int:
+    frames = int(text)
+    if frames < 2:  # the audio stage's least frame count
+        raise argparse.ArgumentTypeError(f"a frame count must be at least 2, got {frames}")
+    return frames
+
+
 def _inputs(model, frames: int, rng):
     import numpy as np
 
@@ -93,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--frames",
         nargs="+",
-        type=int,
+        type=_frame_count,
         default=list(FRAMES),
         help=f"frame counts (default: {' '.join(map(str, FRAMES))})",
     )
