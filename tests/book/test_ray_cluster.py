@@ -31,13 +31,18 @@ def cluster(tmp_path_factory):
 
 
 def _running_tasks() -> dict[int, int]:
-    """{pid: parent pid} of the worker processes running a unit now (a worker's parent is its node's raylet)."""
+    """{pid: parent pid} of the worker processes running a unit now (a worker's parent is its node's raylet).
+
+    Only children of a raylet count: a process the task forks carries the task's title until it execs, and
+    under load a scan caught one (its parent, the worker, then counted as a third node)."""
     found = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 if (entry / "cmdline").read_bytes().startswith(TASK_TITLE.encode()):
-                    found[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                    parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                    if b"raylet" in Path(f"/proc/{parent}/cmdline").read_bytes():
+                        found[int(entry.name)] = parent
             except (OSError, IndexError, ValueError):
                 continue
     return found
