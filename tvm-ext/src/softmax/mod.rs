@@ -82,7 +82,10 @@ unsafe fn row_avx2(x: &[f32], y: &mut [f32]) {
 }
 
 /// Independent partial results per row (a vector's lanes), so that the
-/// reductions vectorize without reassociating a float sum.
+/// reductions vectorize without reassociating a float sum. Element `j` always
+/// adds into lane `j % LANES`, the tail too, and a masked-out score's
+/// exponential is exactly 0: a row padded with masked positions (a short item
+/// in a batch of longer ones) sums to the same bits as the row alone.
 const LANES: usize = 16;
 
 /// One row; plain loops over `LANES` partial maxima and sums, which LLVM
@@ -104,7 +107,8 @@ fn row(x: &[f32], y: &mut [f32]) {
         .fold(f32::NEG_INFINITY, |m, &v| if v > m { v } else { m });
     let mut sums = [0.0f32; LANES];
     let full = x.len() - tail.len();
-    for (yc, xc) in y[..full]
+    let (y_full, y_tail) = y.split_at_mut(full);
+    for (yc, xc) in y_full
         .chunks_exact_mut(LANES)
         .zip(x[..full].chunks_exact(LANES))
     {
@@ -113,23 +117,27 @@ fn row(x: &[f32], y: &mut [f32]) {
             *s += *o;
         }
     }
-    let mut sum = 0.0f32;
-    for (o, &v) in y[full..].iter_mut().zip(tail) {
+    for ((s, o), &v) in sums.iter_mut().zip(y_tail).zip(tail) {
         *o = exp_below_zero(v - max);
-        sum += *o;
+        *s += *o;
     }
-    let sum = sums.iter().sum::<f32>() + sum;
+    let sum = sums.iter().sum::<f32>();
     let inv = 1.0 / sum;
     for o in y.iter_mut() {
         *o *= inv;
     }
 }
 
-/// `e^d` for `d <= 0` (a value less the row's max; NaN stays NaN): below -87
-/// it is under 2e-38 of the row's largest term, which is 1, so it is taken at -87.
+/// `e^d` for `d <= 0` (a value less the row's max; NaN stays NaN). Below -87 it
+/// is under 2e-38 of the row's largest term, which is 1: it is taken as 0, as
+/// float32 exp gives for an attention mask's -3.4e38.
 #[inline(always)]
 fn exp_below_zero(d: f32) -> f32 {
-    exp_reduced(if d < -87.0 { -87.0 } else { d })
+    if d < -87.0 {
+        0.0
+    } else {
+        exp_reduced(d)
+    }
 }
 
 #[cfg(test)]

@@ -55,7 +55,11 @@ pub(super) unsafe fn matvec1(
     }
 }
 
-/// `S` sequences share each load of the weights.
+/// `S` sequences share each load of the weights. Each sequence sums in
+/// [`matvec1`]'s order (even `k` onto `init`, odd `k` from zero, the two added
+/// last), so a sequence gives the same bits alone or beside others in a batch.
+/// A panel goes in two halves of 32 gates: 2 × 2 × `S` accumulators and four
+/// weight registers fit the 32 registers for `S` up to 4.
 #[allow(clippy::needless_range_loop)]
 #[target_feature(enable = "avx512f")]
 pub(super) unsafe fn matvec<const S: usize>(
@@ -68,29 +72,44 @@ pub(super) unsafe fn matvec<const S: usize>(
 ) {
     for p in 0..panels {
         let wp = w.add(p * hidden * NB);
-        let mut acc = [[_mm512_setzero_ps(); 4]; S];
-        for s in 0..S {
-            for q in 0..4 {
-                acc[s][q] = _mm512_loadu_ps(init[s].add(p * NB + 16 * q));
-            }
-        }
-        for k in 0..hidden {
-            let r = wp.add(k * NB);
-            let w0 = _mm512_loadu_ps(r);
-            let w1 = _mm512_loadu_ps(r.add(16));
-            let w2 = _mm512_loadu_ps(r.add(32));
-            let w3 = _mm512_loadu_ps(r.add(48));
+        for half in [0, 32] {
+            let mut even = [[_mm512_setzero_ps(); 2]; S];
+            let mut odd = [[_mm512_setzero_ps(); 2]; S];
             for s in 0..S {
-                let x = _mm512_set1_ps(*h[s].add(k));
-                acc[s][0] = _mm512_fmadd_ps(w0, x, acc[s][0]);
-                acc[s][1] = _mm512_fmadd_ps(w1, x, acc[s][1]);
-                acc[s][2] = _mm512_fmadd_ps(w2, x, acc[s][2]);
-                acc[s][3] = _mm512_fmadd_ps(w3, x, acc[s][3]);
+                for q in 0..2 {
+                    even[s][q] = _mm512_loadu_ps(init[s].add(p * NB + half + 16 * q));
+                }
             }
-        }
-        for s in 0..S {
-            for q in 0..4 {
-                _mm512_storeu_ps(out[s].add(p * NB + 16 * q), acc[s][q]);
+            let mut k = 0;
+            while k + 2 <= hidden {
+                let r0 = wp.add(k * NB + half);
+                let r1 = r0.add(NB);
+                let (w0, w1) = (_mm512_loadu_ps(r0), _mm512_loadu_ps(r0.add(16)));
+                let (v0, v1) = (_mm512_loadu_ps(r1), _mm512_loadu_ps(r1.add(16)));
+                for s in 0..S {
+                    let x0 = _mm512_set1_ps(*h[s].add(k));
+                    let x1 = _mm512_set1_ps(*h[s].add(k + 1));
+                    even[s][0] = _mm512_fmadd_ps(w0, x0, even[s][0]);
+                    even[s][1] = _mm512_fmadd_ps(w1, x0, even[s][1]);
+                    odd[s][0] = _mm512_fmadd_ps(v0, x1, odd[s][0]);
+                    odd[s][1] = _mm512_fmadd_ps(v1, x1, odd[s][1]);
+                }
+                k += 2;
+            }
+            if k < hidden {
+                let r0 = wp.add(k * NB + half);
+                let (w0, w1) = (_mm512_loadu_ps(r0), _mm512_loadu_ps(r0.add(16)));
+                for s in 0..S {
+                    let x0 = _mm512_set1_ps(*h[s].add(k));
+                    even[s][0] = _mm512_fmadd_ps(w0, x0, even[s][0]);
+                    even[s][1] = _mm512_fmadd_ps(w1, x0, even[s][1]);
+                }
+            }
+            for s in 0..S {
+                for q in 0..2 {
+                    let sum = _mm512_add_ps(even[s][q], odd[s][q]);
+                    _mm512_storeu_ps(out[s].add(p * NB + half + 16 * q), sum);
+                }
             }
         }
     }

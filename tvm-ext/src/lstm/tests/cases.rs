@@ -69,6 +69,49 @@ fn packing_agrees_across_instruction_sets() {
     }
 }
 
+#[test]
+fn a_sequence_gives_the_same_bits_alone_or_in_a_group() {
+    // The text stage batches requests: each one's audio must equal its solo run,
+    // so the grouped recurrent product must sum exactly as the single one does.
+    for hidden in [1usize, 2, 5, 16, 33, 256] {
+        let gp = (4 * hidden).div_ceil(NB) * NB;
+        let w = Rng(hidden as u64 + 7).vec(4 * hidden * hidden, 1.0);
+        let init: Vec<Vec<f32>> = (0..MAX_GROUP)
+            .map(|j| Rng(j as u64 + 100).vec(gp, 1.0))
+            .collect();
+        let h: Vec<Vec<f32>> = (0..MAX_GROUP)
+            .map(|j| Rng(j as u64 + 200).vec(hidden, 1.0))
+            .collect();
+        for isa in Isa::available() {
+            let packed = pack_recurrent(isa, &w, hidden, gp);
+            let solo: Vec<Vec<f32>> = (0..MAX_GROUP)
+                .map(|j| {
+                    let mut out = vec![0.0; gp];
+                    recurrent_matmul(isa, &packed, hidden, &[&init[j]], &[&h[j]], &mut out);
+                    out
+                })
+                .collect();
+            for s in 2..=MAX_GROUP {
+                let mut out = vec![0.0; s * gp];
+                let inits: Vec<&[f32]> = init[..s].iter().map(|v| v.as_slice()).collect();
+                let hs: Vec<&[f32]> = h[..s].iter().map(|v| v.as_slice()).collect();
+                recurrent_matmul(isa, &packed, hidden, &inits, &hs, &mut out);
+                for j in 0..s {
+                    let got = &out[j * gp..(j + 1) * gp];
+                    let same = got
+                        .iter()
+                        .zip(&solo[j])
+                        .all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(
+                        same,
+                        "{isa:?} hidden {hidden}: sequence {j} of {s} differs from its solo run"
+                    );
+                }
+            }
+        }
+    }
+}
+
 // ---- cases --------------------------------------------------------------------
 
 #[test]
