@@ -159,6 +159,9 @@ pub(crate) fn sgemm(
     unsafe { sgemm_shared(m, n, k, a, al, b, bl, shared, dl, accumulate, parallel) }
 }
 
+/// The largest `m·n` the crate multiplies with dot products across K.
+const HORIZONTAL_MAX: usize = 16 * 16;
+
 /// [`sgemm`] into a [`SharedMut`].
 ///
 /// # Safety
@@ -218,11 +221,24 @@ pub(crate) unsafe fn sgemm_shared(
     // laid out by rows is computed as its transpose, C^T = B^T A^T (the
     // operands swap, and each one's strides).
     let dp = dst.ptr.add(dl.offset);
-    let (m, n, d, l, r) = if dl.cs < dl.rs {
+    let (m, n, d, mut l, r) = if dl.cs < dl.rs {
         (n, m, (dl.rs, dl.cs), (bp, bl.rs, bl.cs), (ap, al.rs, al.cs))
     } else {
         (m, n, (dl.cs, dl.rs), (ap, al.cs, al.rs), (bp, bl.cs, bl.rs))
     };
+    // The crate takes a small product whose operands both run along K
+    // (m·n <= 256) with dot products across K, which sum in another order than
+    // its packed kernels: the same row of ALBERT's attention scores alone and in
+    // a padded batch would differ. Its left operand copied column-major sends it
+    // to the packed kernels, which sum each output over K in order at any size.
+    let column_major;
+    if l.1 == 1 && r.2 == 1 && m > 1 && n > 1 && k > 2 && m * n <= HORIZONTAL_MAX {
+        column_major = (0..k)
+            .flat_map(|p| (0..m).map(move |i| (i, p)))
+            .map(|(i, p)| *l.0.add(i * l.2 + p * l.1))
+            .collect::<Vec<f32>>();
+        l = (column_major.as_ptr(), m, 1);
+    }
     gemm_f32::gemm::f32::get_gemm_fn()(
         m,
         n,

@@ -212,3 +212,51 @@ fn bench_gemm() {
         }
     }
 }
+
+/// ALBERT's attention scores `q @ k^T` (both operands run along K) for a short
+/// item alone and inside a padded batch: each score must be the same bits at
+/// every size, also where the crate would switch to dot products across K.
+#[test]
+fn a_product_gives_the_same_bits_at_every_size() {
+    let k = 64;
+    let value = |i: usize| ((i * 7919 % 1000) as f32 - 500.0) / 250.0;
+    let q: Vec<f32> = (0..40 * k).map(value).collect();
+    let kt: Vec<f32> = (0..40 * k).map(|i| value(i + 17)).collect();
+    let scores = |t: usize| {
+        let mut out = vec![0.0f32; t * t];
+        sgemm(
+            t,
+            t,
+            k,
+            &q,
+            Layout::row_major(0, k),
+            &kt,
+            Layout {
+                offset: 0,
+                rs: 1,
+                cs: k,
+            },
+            &mut out,
+            Layout::row_major(0, t),
+            false,
+            false,
+        )
+        .unwrap();
+        out
+    };
+    for small in [3usize, 5, 10, 13, 15, 16] {
+        let alone = scores(small);
+        for padded in [small + 1, 17, 20, 33, 40] {
+            let big = scores(padded);
+            for i in 0..small {
+                for j in 0..small {
+                    assert_eq!(
+                        alone[i * small + j].to_bits(),
+                        big[i * padded + j].to_bits(),
+                        "{small}x{small} inside {padded}x{padded}: ({i}, {j})"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -12,7 +12,7 @@ hexgrad's grouped layout (``{"bert": {"module.embeddings...": tensor}, ...}``, a
 ``bert.module.embeddings...``) all give the flat KModel names.
 
 Values come back float32 (float16, bfloat16 and float64 converted) and finite. Buffers KModel
-computes itself (``bert.embeddings.position_ids``, see :mod:`.kmodel_layout`) are dropped; any
+computes itself (``bert.embeddings.position_ids``, see :mod:`.layout`) are dropped; any
 other tensor that is not floating point, or holds NaN or infinity, is refused with the file and
 the tensor named. Whether the names and shapes fit a model is :func:`check_fits`' job.
 """
@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from kokoro_tvm_ext.errors import CorruptAssetError, MissingAssetError
-from kokoro_tvm_ext.speech.assets.kmodel_layout import SUBMODULES, bundled_layout
+from kokoro_tvm_ext.model.weights.layout import SUBMODULES, bundled_layout
 
 SAFETENSORS = ".safetensors"
 TORCH_SUFFIXES = (".pth", ".pt")

