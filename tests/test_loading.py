@@ -9,7 +9,7 @@ import textwrap
 import tvm
 
 import kokoro_tvm_ext
-from kokoro_tvm_ext import _versions
+from kokoro_tvm_ext.support import versions as _versions
 
 
 def run_python(code: str, env_extra: dict | None = None, pythonpath: str | None = None):

@@ -130,7 +130,7 @@ def voices_sdist(tmp_path_factory) -> Path:
 @pytest.fixture
 def empty_cache_env(speak_venv, voices_sdist, tmp_path_factory) -> dict:
     """The bare environment with a fresh kokoro-tvm cache and the voices' sdist (as tests/test_cli.py)."""
-    from kokoro_tvm_ext.speech.assets import sdist_voices
+    from kokoro_tvm_ext.speech.voices import sdist as sdist_voices
 
     env = _bare_env(speak_venv)
     env["KOKORO_TVM_CACHE"] = str(tmp_path_factory.mktemp("empty-cache"))
@@ -181,7 +181,7 @@ def test_the_speak_extra_says_text_in_the_bare_venv_as_pytorch_does_without_torc
 
     bare_venv, env = speak_venv, _bare_env(speak_venv)
     names = _installed(bare_venv)
-    assert {"soundfile", "misaki", "spacy", "onnx"} <= names and not names & {"torch", "kokoro"}, names
+    assert {"av", "misaki", "spacy", "onnx"} <= names and not names & {"torch", "kokoro"}, names
     no_torch = subprocess.run([bare_venv / "bin" / "python", "-c", "import torch"], capture_output=True, text=True)
     assert no_torch.returncode != 0 and "No module named 'torch'" in no_torch.stderr
     voice = tmp_path / "voice.npy"

@@ -12,7 +12,7 @@ import pytest
 
 
 def fetch_sdist(tmp_path_factory) -> Path:
-    from kokoro_tvm_ext.speech.assets import sdist_voices
+    from kokoro_tvm_ext.speech.voices import sdist as sdist_voices
 
     given = os.environ.get(sdist_voices.SDIST_ENV)
     if given and Path(given).is_file():

@@ -43,12 +43,12 @@ def _inputs(model, frames: int, rng):
 def run(args) -> int:
     import numpy as np
 
+    from kokoro_tvm_ext.model.artifact_cache import ensure_artifact
     from kokoro_tvm_ext.model.runtime import KokoroTVM, set_num_threads
-    from kokoro_tvm_ext.speech.artifact import ensure_artifact
-    from kokoro_tvm_ext.speech.assets.weights import locate
+    from kokoro_tvm_ext.model.weights import find_weights
 
     set_num_threads(args.threads)
-    weights = locate(None)
+    weights = find_weights()
     # Every artifact before any is loaded: a compile needs TVM's compiler, and a loaded artifact has
     # imported TVM's runtime alone.
     artifacts = {}

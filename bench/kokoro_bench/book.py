@@ -18,6 +18,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from kokoro_bench.table import machine_line, print_table
@@ -74,17 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     from kokoro_tvm_ext.book.plan import chapter_units
     from kokoro_tvm_ext.book.render import Reading
     from kokoro_tvm_ext.book.sources import read_book
-    from kokoro_tvm_ext.model.runtime import set_num_threads
-    from kokoro_tvm_ext.speech import Speaker, Voice
+    from kokoro_tvm_ext.speech import Speaker, SpeakerConfig, Voice
 
-    set_num_threads(args.threads)  # before compiling: both thread pools start once
-    if args.artifact:
-        artifact = Path(args.artifact)
-    else:
-        from kokoro_tvm_ext.speech.artifact import ensure_artifact
-        from kokoro_tvm_ext.speech.assets.weights import locate
-
-        artifact = ensure_artifact(locate(None))
+    config = SpeakerConfig(artifact=args.artifact, threads=args.threads).resolved()
     chapters = read_book(args.text).chapters[: args.chapters]
     units = [u for i, c in enumerate(chapters) for u in chapter_units(c, i, args.unit_chars)]
     reading = Reading(Voice.load(args.voice), speed=1.0, seed=0)
@@ -94,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         file=sys.stderr,
     )
 
-    speaker = Speaker.load(artifact)
+    speaker = Speaker.open(config)
     rate = speaker.sample_rate
     audio, wall, timed = _speak(chapters, LocalExecutor(speaker), reading, rate, args.unit_chars)
     seconds = sum(len(c.samples) for c in audio) / rate
@@ -112,11 +105,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"one process: {wall:.1f} s for {seconds:.0f} s of audio", file=sys.stderr)
     projection = []
     if not args.skip_ray:
-        from kokoro_bench.local_ray import local_cluster
+        from kokoro_harness.local_ray import local_cluster
+
         from kokoro_tvm_ext.book.ray_backend import RayExecutor
 
         with local_cluster(tempfile.mkdtemp(prefix="raybench-"), object_store_mb=200) as address:
-            executor = RayExecutor(address, str(artifact.resolve()), threads=1)
+            executor = RayExecutor(address, replace(config, threads=1))
             try:
                 ray_audio, ray_wall, ray_timed = _speak(chapters, executor, reading, rate, args.unit_chars)
             finally:

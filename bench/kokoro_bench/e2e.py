@@ -26,16 +26,18 @@ Rows:
 Every row runs at --threads and at 1 thread, the two processes one after the
 other for each text (skip the second with --no-single-thread).
 
-Text -> phonemes -> tokens (G2P) runs once, up front. Each system then runs in
-a fresh process that gets only those (the tvm rows with torch blocked from
-import, as deployed), so its peak RSS is what it needs to synthesize. Our rows
-and PyTorch eager speak the phonemes through ``Speaker`` (the pipeline every
-front end uses: the same tokens, the style row KPipeline picks, seed 0); the
-other peers get the tokens and that style row directly. "compile s"
+Text -> phonemes -> tokens (``Speaker.plan``) runs once, up front; each text is
+one call of all its tokens (plans.py: the plan's sentence chunks joined), as
+the peers run it. Each system then runs in a fresh process that gets only
+those (the tvm rows with torch blocked from import, as deployed), so its peak
+RSS is what it needs to synthesize. Our rows and PyTorch eager plan the
+phonemes through ``Speaker`` (the pipeline every front end uses: the same
+tokens, the style row KPipeline picks, seed 0) and synthesize that one call;
+the other peers get the tokens and that style row directly. "compile s"
 is each row's one-time cost: our compile, ONNX Runtime's session, OpenVINO's
 conversion, torch.compile's first call (less a steady call).
 
-Fidelity, every row against PyTorch fp32 with our seeded noise (fidelity.py):
+Fidelity, every row against PyTorch fp32 with our seeded noise (harness/kokoro_harness/fidelity.py):
 log-mel L1 (HiFi-GAN's mel distance), a multi-resolution STFT distance, waveform
 SNR (only where the lengths agree), and, with the recognizer extra, Whisper
 base's word error rate against the text. Only the tvm rows get the reference's
@@ -51,10 +53,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from kokoro_bench.plans import as_one_call, one_call
 from kokoro_bench.timing import timed
 from kokoro_bench.workers import WorkerFailed, in_subprocess, job_main, measure
-from kokoro_tvm_ext.model.spec import MAX_TOKENS, SAMPLE_RATE, add_boundary_ids
-from kokoro_tvm_ext.speech.assets.voices import DEFAULT_VOICE
+from kokoro_tvm_ext.model.spec import SAMPLE_RATE, add_boundary_ids
+from kokoro_tvm_ext.speech.voices import DEFAULT_VOICE
 
 TEXTS = {  # 48 and 309 tokens with the default G2P
     "short": "The quick brown fox jumps over the lazy dog.",
@@ -193,17 +196,21 @@ def _runner(job: dict, data):
 
 
 def _speaking(speaker, data):
-    """``speaker.speak`` of the input's phonemes in its voice (seed 0): a call that gives the audio.
-    Checked first: the speaker plans the very tokens and style row the peers get."""
+    """A call that gives the audio: ``speaker`` plans the input's phonemes in its voice (seed 0) and synthesizes
+    them as the one call the peers get (plans.as_one_call). Checked first: the very tokens and style row."""
     import numpy as np
 
     from kokoro_tvm_ext.speech import Voice
 
     phonemes, voice = str(data["phonemes"]), Voice.load(str(data["voice"]))
-    (chunk,) = speaker.plan(phonemes=phonemes, voice=voice, seed=0).chunks
+
+    def planned():
+        return as_one_call(speaker.plan(phonemes=phonemes, voice=voice, seed=0))
+
+    chunk = planned()
     if not (np.array_equal(chunk.tokens, data["tokens"]) and np.array_equal(chunk.style, data["style"])):
         raise RuntimeError("Speaker planned other tokens or another style row than the peers get")
-    return lambda: speaker.speak(phonemes=phonemes, voice=voice, seed=0).audio
+    return lambda: next(speaker.synthesize([planned()]))[0]
 
 
 def tvm_stages(tts, ids, style) -> dict:
@@ -242,7 +249,7 @@ def prepare(job: dict) -> dict:
     peer in a virtualenv of its own, its built model and where its worker runs (``python``, ``module``);
     ``unavailable`` with the reason where the row cannot run here."""
     from kokoro_bench import peers, venv_peers
-    from kokoro_tvm_ext.speech import resolve
+    from kokoro_tvm_ext.model.weights import find_weights
 
     if job["system"] in venv_peers.PEERS:
         try:
@@ -250,21 +257,21 @@ def prepare(job: dict) -> dict:
         except peers.Unavailable as err:
             return {"unavailable": str(err)}
 
-    weights = resolve(job["weights"])
+    weights = find_weights(job["weights"])
     if job["system"] in OURS:
+        from kokoro_tvm_ext.model.artifact_cache import ensure_artifact
         from kokoro_tvm_ext.model.runtime.artifact import read_meta
-        from kokoro_tvm_ext.speech.artifact import ensure_artifact
 
         artifact = ensure_artifact(weights, precision=OURS[job["system"]])
         return {"artifact": str(artifact), "compile_seconds": read_meta(artifact)["compile_seconds"]}
     if job["system"] in ONNX_ROWS:
         return {"onnx": str(onnx_model(ONNX_ROWS[job["system"]]))}
-    return {"weights": str(weights.path)}
+    return {"weights": str(weights.ensure_file())}
 
 
 def onnx_model(precision: str) -> Path:
     """The int8 export our weights come from, or (fp32) the same graph dequantized."""
-    from kokoro_tvm_ext.speech.assets.onnx_parts import assemble_onnx
+    from kokoro_tvm_ext.model.weights.onnx_parts import assemble_onnx
     from kokoro_tvm_ext.support.cache import atomic_write, cache_dir
 
     int8 = cache_dir() / "bench" / "kokoro-v1.0.int8.onnx"
@@ -286,23 +293,18 @@ def onnx_model(precision: str) -> Path:
 
 def write_inputs(text: str, voice: str, weights, path: Path) -> None:
     """Every row's input in one file: the text's phonemes and voice (for the rows that speak through
-    ``Speaker``), and their tokens and style row (``pack[len(tokens) - 1]``, for the peers)."""
+    ``Speaker``), and their tokens and style row (``pack[len(tokens) - 1]``, for the peers), all from
+    ``Speaker.plan`` as one call (plans.one_call)."""
     import numpy as np
 
-    from kokoro_tvm_ext.speech import Voice, chunk_text, style_for, tokenize
-
-    vocab, loaded = weights.config["vocab"], Voice.load(voice)
-    phonemes = " ".join(chunk_text(text, vocab, lang=loaded.lang))
-    tokens = tokenize(phonemes, vocab)
-    if len(tokens) > MAX_TOKENS:
-        raise ValueError(f"benchmark text has {len(tokens)} tokens; keep it within {MAX_TOKENS}")
+    chunk = one_call(text, voice, weights.config["vocab"])
     np.savez(
         path,
-        phonemes=np.array(phonemes),
+        phonemes=np.array(chunk.phonemes),
         voice=np.array(voice),
-        tokens=np.array(tokens, np.int64),
-        ids=add_boundary_ids(np.array(tokens, np.int64))[None],  # for workers without our package
-        style=style_for(loaded.pack, len(tokens)),
+        tokens=chunk.tokens,
+        ids=add_boundary_ids(chunk.tokens)[None],  # for workers without our package
+        style=chunk.style,
     )
 
 
@@ -328,9 +330,9 @@ def check_installed(systems) -> None:
 def run(args) -> int:
     check_installed(args.systems)
     from kokoro_bench.table import machine_line
-    from kokoro_tvm_ext.speech import resolve
+    from kokoro_tvm_ext.model.weights import find_weights
 
-    weights = resolve(args.weights)
+    weights = find_weights(args.weights)
     thread_counts = [args.threads] if args.no_single_thread or args.threads == 1 else [args.threads, 1]
     rows, runs, failed = [], [], 0
     with tempfile.TemporaryDirectory() as tmp:
@@ -404,13 +406,13 @@ def merge_thread_counts(rows: list[dict], runs: list[dict], threads: int) -> lis
 def add_fidelity(rows: list[dict], weights, transcribe: bool) -> None:
     """Each row's distances from PyTorch fp32 fed our seeded noise (and its transcript's WER)."""
     import numpy as np
+    from kokoro_harness import fidelity
 
-    from kokoro_bench import fidelity
     from kokoro_tvm_ext.model.adapters.reference import reference
-    from kokoro_tvm_ext.speech import load_model
+    from kokoro_tvm_ext.model.weights import load_kmodel
 
     print("measuring fidelity against PyTorch fp32", file=sys.stderr, flush=True)
-    model, references = load_model(weights), {}
+    model, references = load_kmodel(weights), {}
     recognizer = fidelity.transcriber() if transcribe else None
     for r in rows:
         if r["inputs_path"] not in references:

@@ -32,7 +32,7 @@ from pathlib import Path
 BENCH_DIR = Path(__file__).resolve().parents[1]
 ROOT = BENCH_DIR.parent
 SENTENCE = "The quick brown fox jumps over the lazy dog."  # bench/kokoro_bench/e2e.py's short text, 48 tokens
-SDIST, SDIST_FILE, SDIST_ENV = "kokoro==0.9.4", "kokoro-0.9.4.tar.gz", "KOKORO_TVM_VOICES_SDIST"  # sdist_voices.py's
+SDIST, SDIST_FILE, SDIST_ENV = "kokoro==0.9.4", "kokoro-0.9.4.tar.gz", "KOKORO_TVM_VOICES_SDIST"  # voices/sdist.py's
 FIRST_AUDIO_MARK = "first audio"  # ONNX Runtime's worker prints it when its first inference is done
 # Run in the virtualenv: time the command given and each line of its stderr as it arrives (seconds since the
 # start), then its tree's CPU seconds and largest peak RSS (MiB); JSON on stdout.
@@ -172,10 +172,10 @@ def write_ort_inputs(text: str, path: str) -> None:
 
     from kokoro_bench.e2e import onnx_model, write_inputs
     from kokoro_tvm_ext.model.spec import add_boundary_ids
-    from kokoro_tvm_ext.speech import resolve
-    from kokoro_tvm_ext.speech.assets.voices import DEFAULT_VOICE
+    from kokoro_tvm_ext.model.weights import find_weights
+    from kokoro_tvm_ext.speech.voices import DEFAULT_VOICE
 
-    write_inputs(text, DEFAULT_VOICE, resolve(None), Path(path))
+    write_inputs(text, DEFAULT_VOICE, find_weights(), Path(path))
     data = dict(np.load(path))
     np.savez(path, ids=add_boundary_ids(data["tokens"])[None], style=data["style"])
     print(onnx_model("int8"))

@@ -12,11 +12,9 @@ import argparse
 import random
 import statistics
 import time
-import types
 import warnings
 
-import numpy as np
-
+from kokoro_bench.plans import planner
 from kokoro_bench.table import machine_line, print_table
 
 SENTENCES = {
@@ -66,14 +64,14 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs per cell, the median is shown (default: 3)")
     args = parser.parse_args(argv)
     from kokoro_tvm_ext.errors import KokoroError
-    from kokoro_tvm_ext.speech.speaker import Speaker, Voice
+    from kokoro_tvm_ext.speech.speaker import Voice
 
     warnings.simplefilter("ignore")
-    speaker = Speaker(types.SimpleNamespace(sample_rate=24000, max_tokens=510))
+    speaker = planner()
     lengths = [int(n) for n in args.lengths.split(",")]
     rows, worst = [], {}
     for lang in args.langs:
-        voice = Voice("silent", np.zeros((510, 1, 256), np.float32), lang)
+        voice = Voice.silent("silent", lang)
         speaker.plan(SENTENCES[lang], voice)  # load the language's G2P outside the timing
         for n in lengths:
             for kind, text in texts(lang, n, random.Random(0)).items():

@@ -27,7 +27,7 @@ def dequantized_model(int8_model):
     import onnx
     from onnx import helper, numpy_helper
 
-    from kokoro_tvm_ext.speech.assets.rebuild import _dequant, _Graph
+    from kokoro_tvm_ext.model.weights.rebuild import _dequant, _Graph
 
     g = _Graph(int8_model)
     new_inits: list = []

@@ -24,9 +24,9 @@ def torch_eager(weights: str, threads: int):
     ``forward_with_tokens`` drawing its own noise (PyTorch's own speed; its fidelity columns are the
     noise floor)."""
     from kokoro_tvm_ext.model.adapters.reference import TorchKokoro
-    from kokoro_tvm_ext.speech import load_model
+    from kokoro_tvm_ext.model.weights import load_kmodel
 
-    return TorchKokoro(load_model(weights), num_threads=threads, own_noise=True)
+    return TorchKokoro(load_kmodel(weights), num_threads=threads, own_noise=True)
 
 
 def torch_compiled(weights: str, threads: int, backend: str):

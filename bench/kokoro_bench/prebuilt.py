@@ -14,20 +14,19 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 from kokoro_bench.e2e import TEXTS
+from kokoro_bench.plans import one_call
 
 
 def bound_runtimes(libraries: dict[str, Path], work: Path) -> dict:
     """name -> KokoroTVM of that library with the default weights."""
     import kokoro_tvm_ext
-    from kokoro_tvm_ext.model.checkpoint import bind_checkpoint
-    from kokoro_tvm_ext.speech import resolve
-    from kokoro_tvm_ext.speech.assets.checkpoint import read_checkpoint
+    from kokoro_tvm_ext.model.binding import bind_checkpoint
+    from kokoro_tvm_ext.model.weights import find_weights
+    from kokoro_tvm_ext.model.weights.files import read_checkpoint
 
-    weights = resolve(None)
-    state = read_checkpoint(weights.path)
+    weights = find_weights()
+    state = read_checkpoint(weights.ensure_file())
     return {
         name: kokoro_tvm_ext.KokoroTVM(bind_checkpoint(library, state, work / name, weights.fingerprint()))
         for name, library in libraries.items()
@@ -35,12 +34,11 @@ def bound_runtimes(libraries: dict[str, Path], work: Path) -> dict:
 
 
 def inputs(text: str):
-    from kokoro_tvm_ext.speech import Voice, chunk_text, load_config, style_for, tokenize
-    from kokoro_tvm_ext.speech.assets.voices import DEFAULT_VOICE
+    """(tokens, style row) of ``text`` in the default voice, as one call (the e2e bench's inputs)."""
+    from kokoro_tvm_ext.speech import DEFAULT_VOICE
 
-    vocab, voice = load_config()["vocab"], Voice.load(DEFAULT_VOICE)
-    tokens = tokenize(" ".join(chunk_text(text, vocab, lang=voice.lang)), vocab)
-    return np.array(tokens, np.int64), style_for(voice.pack, len(tokens))
+    chunk = one_call(text, DEFAULT_VOICE)
+    return chunk.tokens, chunk.style
 
 
 def main() -> int:

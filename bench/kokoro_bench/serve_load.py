@@ -16,12 +16,14 @@ import argparse
 import io
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
 import threading
 import time
+
+from kokoro_harness.ports import free_port
+from kokoro_harness.server import model_seconds, wait_until_healthy
 
 from kokoro_bench.table import machine_line, print_table
 from kokoro_tvm_ext.model.spec import SAMPLE_RATE
@@ -70,12 +72,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--server-args", default="", help="extra arguments for `kokoro-tvm serve`, e.g. '--max-batch 1'")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _vm(pid: int, key: str) -> float:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -84,27 +80,9 @@ def _vm(pid: int, key: str) -> float:
     return float("nan")
 
 
-def wait_until_healthy(url: str, proc, timeout: float) -> None:
-    """Poll ``GET /health`` until it answers 200; RuntimeError if ``proc`` exits or time runs out."""
-    import httpx
-
-    deadline = time.monotonic() + timeout
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"exited with {proc.returncode}")
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"not healthy after {timeout:.0f} s")
-        time.sleep(0.3)
-
-
 class Server:
     def __init__(self, backend: str, args):
-        self.port = _free_port()
+        self.port = free_port()
         cmd = [
             sys.executable,
             "-m",
@@ -149,18 +127,6 @@ class Server:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-
-
-def model_seconds(url: str) -> tuple[float, float]:
-    """The server's own totals from ``GET /metrics``: seconds the model spent on chunks, seconds of audio made."""
-    import httpx
-    from prometheus_client.parser import text_string_to_metric_families
-
-    totals = {}
-    for family in text_string_to_metric_families(httpx.get(f"{url}/metrics", timeout=10).text):
-        for sample in family.samples:
-            totals[sample.name] = sample.value
-    return totals["kokoro_chunk_synthesis_seconds_sum"], totals["kokoro_audio_seconds_total"]
 
 
 def _audio_seconds(data: bytes, fmt: str) -> float:
@@ -246,7 +212,7 @@ def rss_growth(url: str, server: Server, total: int, voice: str) -> tuple[float,
 
 
 def run(args) -> int:
-    from kokoro_tvm_ext.speech.assets.voices import DEFAULT_VOICE
+    from kokoro_tvm_ext.speech.voices import DEFAULT_VOICE
 
     voice = args.voice or DEFAULT_VOICE
     headers = [

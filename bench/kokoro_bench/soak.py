@@ -3,8 +3,8 @@
 Users don't repeat one input: a server sees every length from 1 to 510 tokens. Every
 system here runs the same sequence of calls (lengths uniform in 1..--max-tokens, cut from
 one phonemized passage; a random voice and speed per call; noise seed = call number),
-each system in a fresh process, with the same thread count, each call a ``Speaker.speak``
-of the phonemes (the pipeline every front end uses). Reported per system: resident
+each system in a fresh process, with the same thread count, each call the phonemes planned by
+``Speaker.plan`` (the pipeline every front end uses) and synthesized as one call. Reported per system: resident
 memory (VmRSS) after 10 and 100 calls and after the last, the drift from call 100 to the
 last, peak memory (VmHWM), and compute time per second of audio over the whole run.
 
@@ -27,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from kokoro_bench.plans import as_one_call, spoken_phonemes
 from kokoro_bench.workers import in_subprocess, job_main, peak_rss_mb, rss_mb
 from kokoro_tvm_ext.model.spec import MAX_TOKENS, SAMPLE_RATE
 
@@ -119,9 +120,9 @@ def worker(job: dict) -> dict:
         speaker = Speaker(KokoroTVM(job["artifact"], allocator=ALLOCATOR[job["system"]]))
     else:
         from kokoro_tvm_ext.model.adapters.reference import TorchKokoro
-        from kokoro_tvm_ext.speech import load_model
+        from kokoro_tvm_ext.model.weights import load_kmodel
 
-        speaker = Speaker(TorchKokoro(load_model(job["weights"]), num_threads=job["threads"]))
+        speaker = Speaker(TorchKokoro(load_kmodel(job["weights"]), num_threads=job["threads"]))
 
     n = min(len(calls["lengths"]), job["calls_limit"])
     marks = {10, 100, n} | set(range(100, n + 1, 100))
@@ -130,7 +131,9 @@ def worker(job: dict) -> dict:
         start, length = int(calls["starts"][i]), int(calls["lengths"][i])
         phonemes, voice = passage[start : start + length], voices[str(calls["voices"][i])]
         began = time.perf_counter()
-        audio = speaker.speak(phonemes=phonemes, voice=voice, speed=float(calls["speeds"][i]), seed=i).audio
+        # One call of the window's every token (as_one_call), not one per sentence: the soak feeds every length.
+        plan = speaker.plan(phonemes=phonemes, voice=voice, speed=float(calls["speeds"][i]), seed=i)
+        audio, _ = next(speaker.synthesize([as_one_call(plan)]))
         compute += time.perf_counter() - began
         audio_seconds += audio.size / SAMPLE_RATE
         rss, done = rss_mb(), i + 1
@@ -155,26 +158,29 @@ def worker(job: dict) -> dict:
 
 
 def prepare(job: dict) -> dict:
-    from kokoro_tvm_ext.speech import resolve
+    from kokoro_tvm_ext.model.weights import find_weights
 
-    weights = resolve(job["weights"])
+    weights = find_weights(job["weights"])
     if job["system"] in ALLOCATOR:
-        from kokoro_tvm_ext.speech.artifact import ensure_artifact
+        from kokoro_tvm_ext.model.artifact_cache import ensure_artifact
 
         return {"artifact": str(ensure_artifact(weights))}
-    return {"weights": str(weights.path)}
+    return {"weights": str(weights.ensure_file())}
 
 
 def run(args) -> int:
     from kokoro_bench.table import machine_line, print_table
-    from kokoro_tvm_ext.speech import chunk_text, list_voices, resolve
+    from kokoro_tvm_ext.model.weights import find_weights
+    from kokoro_tvm_ext.speech import Voice, list_voices
 
     bad_torch_calls = args.torch_calls is not None and args.torch_calls < 1
     if args.calls < 1 or not 1 <= args.max_tokens <= MAX_TOKENS or bad_torch_calls:
         raise SystemExit(f"soak: --calls and --torch-calls must be >= 1 and --max-tokens in 1..{MAX_TOKENS}")
-    weights = resolve(args.weights)
+    weights = find_weights(args.weights)
     vocab = weights.config["vocab"]
-    passage = "".join(c for c in " ".join(chunk_text(PASSAGE, vocab)) if c in vocab)  # a token per character
+    # The passage's plan (English: any pack speaks the same phonemes), kept to a token per character.
+    phonemes = spoken_phonemes(PASSAGE, Voice.silent("passage", "a"), vocab)
+    passage = "".join(c for c in phonemes if c in vocab)
     voices = [v.name for v in list_voices()]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

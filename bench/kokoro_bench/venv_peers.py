@@ -130,10 +130,11 @@ def _vox_model(python: str, root: Path, weights_arg: str | None, voice: str) -> 
 
     import torch
 
-    from kokoro_tvm_ext.speech import Voice, resolve
-    from kokoro_tvm_ext.speech.assets.checkpoint import normalize_state_dict, read_checkpoint
+    from kokoro_tvm_ext.model.weights import find_weights
+    from kokoro_tvm_ext.model.weights.files import normalize_state_dict, read_checkpoint
+    from kokoro_tvm_ext.speech import Voice
 
-    weights = resolve(weights_arg)
+    weights = find_weights(weights_arg)
     tmod = root / f"vox-tts-0.19.5-f32-{weights.fingerprint()}-{voice}.tmod"
     if tmod.is_file():
         return tmod
@@ -145,7 +146,7 @@ def _vox_model(python: str, root: Path, weights_arg: str | None, voice: str) -> 
     ).stdout.strip()
     with tempfile.TemporaryDirectory(dir=root) as tmp:
         hexgrad = Path(tmp)  # hexgrad's Kokoro-82M layout
-        state = normalize_state_dict(read_checkpoint(weights.path), str(weights.path))
+        state = normalize_state_dict(read_checkpoint(weights.ensure_file()), str(weights.path))
         torch.save(
             {head: {k: torch.from_numpy(v) for k, v in sub.items()} for head, sub in state.items()},
             hexgrad / "kokoro-v1_0.pth",

@@ -4,9 +4,12 @@ Four layers, each importing only those below it (``tests/test_layers.py`` checks
 
     apps     cli/  serve/  book/          parse arguments, encode outputs
     speech   speech/                      Speaker: text + Voice -> chunks -> synthesis -> Speech
-    model    model/                       Kokoro-82M: adapters, compile, artifact cache, runtime
-    plugin   plugin/                      converters, passes, legalizations, kernel interfaces
-             support/, errors, _versions  used by every layer
+    model    model/                       Kokoro-82M: weights, adapters, compile, artifact cache, runtime
+    plugin   plugin/                      converters, passes, legalizations, kernel interfaces, _native
+    support  support/                     errors, versions, the user cache: used by every layer
+
+Only the apps (and users) import this root package; ``kokoro_tvm_ext.errors`` is the public name of
+``support.errors``.
 
 Importing this package checks the pinned TVM versions, loads TVM's FFI runtime
 (`tvm_ffi`), then loads our Rust library, which registers its kernels under the
@@ -17,7 +20,7 @@ neither torch nor TVM's compiler: the converters (``CONVERTERS``,
 
 import os as _os
 
-from kokoro_tvm_ext._versions import check_versions as _check_versions
+from kokoro_tvm_ext.support.versions import check_versions as _check_versions
 
 _check_versions()
 
@@ -73,7 +76,7 @@ def __getattr__(name: str):
         from kokoro_tvm_ext.plugin.legalize import switch as kernel_legalize
 
         return getattr(kernel_legalize, name)
-    if name in ("Speaker", "Speech", "Voice"):
+    if name in ("Speaker", "SpeakerConfig", "Speech", "Voice"):
         from kokoro_tvm_ext import speech
 
         return getattr(speech, name)
@@ -93,6 +96,7 @@ __all__ = [
     "CONVERTERS",
     "KokoroTVM",
     "Speaker",
+    "SpeakerConfig",
     "Speech",
     "Voice",
     "compile_kokoro",

@@ -17,9 +17,9 @@ from safetensors.numpy import save_file
 
 from kokoro_tvm_ext import errors
 from kokoro_tvm_ext.cli import main
-from kokoro_tvm_ext.speech.assets import kmodel_layout
-from kokoro_tvm_ext.speech.assets.checkpoint import check_fits, read_checkpoint, safetensors_shapes
-from kokoro_tvm_ext.speech.assets.weights import locate
+from kokoro_tvm_ext.model.weights import find_weights, layout
+from kokoro_tvm_ext.model.weights.files import check_fits, read_checkpoint, safetensors_shapes
+from kokoro_tvm_ext.model.weights.kmodel import describe_kmodel
 
 RNG = np.random.default_rng(0)
 EMB = "bert.embeddings.word_embeddings.weight"
@@ -160,10 +160,28 @@ def test_unknown_extension_names_the_two_accepted(tmp_path):
     for name in ("kokoro.onnx", "weights"):
         path = tmp_path / name
         path.write_bytes(b"x")
-        for call in (read_checkpoint, locate):
+        for call in (read_checkpoint, find_weights):
             with pytest.raises(errors.CorruptAssetError) as err:
                 call(path)
             one_line_error(err, str(path), ".safetensors", ".pth")
+
+
+def test_the_speech_layers_old_names_for_the_weights_still_work_and_name_their_successors(isolated):
+    import kokoro_tvm_ext.speech as speech
+    from kokoro_tvm_ext.model.weights import Weights, load_kmodel
+
+    path = _good(isolated / "w.safetensors")
+    with pytest.warns(DeprecationWarning, match=r"speech\.resolve is deprecated; use kokoro_tvm_ext\.model\.weights"):
+        found = speech.resolve(path)
+    assert isinstance(found, Weights) and (found.source, found.path) == ("argument", path)
+    with pytest.warns(DeprecationWarning, match=r"find_weights\(path\)\.ensure_file\(\)"):
+        assert speech.resolve_weights(path) == path
+    with pytest.warns(DeprecationWarning, match=r"use kokoro_tvm_ext\.model\.weights\.load_kmodel"):
+        assert speech.load_model is load_kmodel
+    with pytest.warns(DeprecationWarning, match=r"use kokoro_tvm_ext\.model\.weights\.Weights"):
+        assert speech.ResolvedWeights is Weights
+    with pytest.raises(AttributeError, match="no attribute 'resolved'"):
+        speech.resolved  # noqa: B018
 
 
 def test_truncated_cached_rebuild_is_caught_from_its_header(tmp_path):
@@ -198,7 +216,7 @@ def test_safetensors_read_without_torch_and_pth_says_what_to_install(tmp_path):
     good = raw_safetensors(tmp_path / "w.safetensors", {UPS: ("BF16", [1], struct.pack("<H", 0x3FC0))})
     (tmp_path / "w.pth").write_bytes(b"PK\x03\x04 not needed: torch is missing")
     script = NO_TORCH + (
-        "from kokoro_tvm_ext.speech.assets.checkpoint import read_checkpoint\n"
+        "from kokoro_tvm_ext.model.weights.files import read_checkpoint\n"
         f"print(read_checkpoint({str(good)!r})[{UPS!r}].tolist())\n"
         "from kokoro_tvm_ext.cli import main\n"
         f"sys.exit(main(['weights', 'convert', {str(tmp_path / 'w.pth')!r}, {str(tmp_path / 'out.safetensors')!r}]))\n"
@@ -220,20 +238,18 @@ def test_safetensors_read_without_torch_and_pth_says_what_to_install(tmp_path):
 def test_bundled_layout_is_what_kokoro_builds(bundled_config):
     pytest.importorskip("torch")
     pytest.importorskip("kokoro")
-    assert json.loads(kmodel_layout.LAYOUT_FILE.read_text(encoding="utf-8")) == kmodel_layout.describe_kmodel(
-        bundled_config
-    )
-    layout = kmodel_layout.layout_for(bundled_config)
-    assert len(layout.shapes) == 688 and layout.shapes[EMB] == (178, 128)
-    assert "bert.embeddings.position_ids" in layout.computed_buffers
-    assert "decoder.generator.stft.window" in layout.computed_buffers  # disable_complex=True's STFT
+    assert json.loads(layout.LAYOUT_FILE.read_text(encoding="utf-8")) == describe_kmodel(bundled_config)
+    bundled = layout.layout_for(bundled_config)
+    assert len(bundled.shapes) == 688 and bundled.shapes[EMB] == (178, 128)
+    assert "bert.embeddings.position_ids" in bundled.computed_buffers
+    assert "decoder.generator.stft.window" in bundled.computed_buffers  # disable_complex=True's STFT
 
 
 def test_layout_refuses_another_architecture(bundled_config):
     other = {**bundled_config, "n_token": 200, "hidden_dim": 256}
     with pytest.raises(errors.CorruptAssetError, match="differs from Kokoro-82M's in hidden_dim, n_token"):
-        kmodel_layout.layout_for(other)
-    assert kmodel_layout.layout_for({**bundled_config, "vocab": {"a": 1}}) is kmodel_layout.bundled_layout()
+        layout.layout_for(other)
+    assert layout.layout_for({**bundled_config, "vocab": {"a": 1}}) is layout.bundled_layout()
 
 
 # ---------------------------------------------------------------------------------------------

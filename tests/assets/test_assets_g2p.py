@@ -8,15 +8,8 @@ import warnings
 import pytest
 
 from kokoro_tvm_ext.errors import InvalidInputError
-from kokoro_tvm_ext.speech import g2p
-from kokoro_tvm_ext.speech.g2p import (
-    UnknownPhonemeWarning,
-    chunk_phonemes,
-    chunk_text,
-    count_tokens,
-    phonemize,
-    tokenize,
-)
+from kokoro_tvm_ext.speech import chunk_phonemes, chunk_text, g2p
+from kokoro_tvm_ext.speech.g2p import UnknownPhonemeWarning, count_tokens, phonemize, tokenize
 
 pytest.importorskip("misaki")
 pytest.importorskip("spacy")
@@ -79,7 +72,7 @@ def test_tokenize_maps_the_vocab_and_drops_unknown_characters_with_a_warning(bun
         assert tokenize("", vocab) == []
 
 
-def test_long_text_chunks_stay_within_510_tokens_at_sentence_boundaries():
+def test_long_text_is_one_chunk_per_sentence_the_first_cut_early():
     sentences = [
         f"Chapter {i} begins quietly, and the {w} keeps walking toward the old harbor at dawn."
         if i % 3
@@ -88,28 +81,33 @@ def test_long_text_chunks_stay_within_510_tokens_at_sentence_boundaries():
     ]
     text = " ".join(sentences)
     chunks = chunk_text(text)
-    assert len(chunks) >= 4
-    assert all(count_tokens(c) <= 510 for c in chunks)
-    assert all(SENTENCE_END.search(c) for c in chunks), [c[-20:] for c in chunks]
     assert " ".join(chunks) == phonemize(text)  # nothing lost, order kept
-    for first, second in zip(chunks, chunks[1:]):  # greedy: the next sentence would not have fit
-        next_sentence = re.split(r"(?<=[.!?])\s+", second, maxsplit=1)[0]
-        assert count_tokens(f"{first} {next_sentence}") > 510
+    # The first sentence "Chapter 1 begins quietly, and ..." is cut after its first clause.
+    assert chunks[0] == "ʧˈæptəɹ wˈʌn bəɡˈɪnz kwˈIətli,"
+    assert chunks[1].startswith("ænd ðə")
+    # A server asking for an earlier first audio (--first-chunk-tokens 24) cuts that clause between words too.
+    early = chunk_text(text, first_chunk_tokens=24)
+    assert early[0] == "ʧˈæptəɹ wˈʌn bəɡˈɪnz" and count_tokens(early[0]) <= 24
+    assert early[1] == "kwˈIətli, " + chunks[1] and early[2:] == chunks[2:]  # the rest of that sentence: one chunk
+    # Then one chunk per sentence: 40 statements (the first cut in two), 20 questions each with its answer.
+    assert len(chunks) == 2 + 39 + 2 * 20 and all(count_tokens(c) <= 510 for c in chunks)
+    assert all(SENTENCE_END.search(c) for c in chunks[1:]), [c[-20:] for c in chunks]
+    assert chunk_text(text, first_chunk_tokens=None)[0] == chunks[0] + " " + chunks[1]
 
 
 def test_an_overlong_sentence_splits_at_clauses_then_words_then_characters():
     clauses = ", ".join(["ðə lˈɔŋ ɹˈOd wˈɛnt ˈɔn"] * 60) + "."
-    chunks = chunk_phonemes(clauses)
+    chunks = chunk_phonemes(clauses, first_chunk_tokens=None)
     assert len(chunks) > 1 and all(count_tokens(c) <= 510 for c in chunks)
     assert all(c.endswith(",") for c in chunks[:-1]) and chunks[-1].endswith(".")
     assert " ".join(chunks) == clauses
 
     words = " ".join(["ðə lˈɔŋ ɹˈOd"] * 80)
-    small = chunk_phonemes(words, max_tokens=50)
+    small = chunk_phonemes(words, max_tokens=50, first_chunk_tokens=None)
     assert all(count_tokens(c) <= 50 for c in small) and " ".join(small) == words
 
     blob = "a" * 1200
-    assert [len(c) for c in chunk_phonemes(blob)] == [510, 510, 180]
+    assert [len(c) for c in chunk_phonemes(blob, first_chunk_tokens=None)] == [510, 510, 180]
 
 
 def test_paragraphs_are_hard_boundaries_single_newlines_are_spaces():
@@ -117,6 +115,9 @@ def test_paragraphs_are_hard_boundaries_single_newlines_are_spaces():
     assert chunk_text("Line one\nline two.") == ["lˈIn wˈʌn lˈIn tˈu."]
 
 
-def test_sentences_are_packed_together_when_they_fit():
-    assert chunk_phonemes("ə. bə! kə? də…") == ["ə. bə! kə? də…"]
-    assert chunk_phonemes("ə. bə! kə? də…", max_tokens=7) == ["ə. bə!", "kə? də…"]  # 6 + 7 tokens
+def test_phonemes_are_one_chunk_per_sentence_the_first_cut_after_its_first_clause():
+    assert chunk_phonemes("ə. bə! kə? də…") == ["ə.", "bə!", "kə?", "də…"]
+    assert chunk_phonemes("ðə lˈɔŋ ɹˈOd, wˈɛnt ˈɔn. ə.") == ["ðə lˈɔŋ ɹˈOd,", "wˈɛnt ˈɔn.", "ə."]
+    # "ðə lˈɔŋ ɹˈOd wˈɛnt" is 17 tokens with its spaces, one more word 21: the cut at 18 keeps 4 words.
+    assert chunk_phonemes("ðə lˈɔŋ ɹˈOd wˈɛnt ˈɔn.", first_chunk_tokens=18) == ["ðə lˈɔŋ ɹˈOd wˈɛnt", "ˈɔn."]
+    assert chunk_phonemes("ðə lˈɔŋ ɹˈOd, wˈɛnt ˈɔn.", first_chunk_tokens=None) == ["ðə lˈɔŋ ɹˈOd, wˈɛnt ˈɔn."]

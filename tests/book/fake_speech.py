@@ -25,11 +25,14 @@ class FakeExecutor:
 
     def run(self, units, reading):
         from kokoro_tvm_ext.book.render import UnitAudio
+        from kokoro_tvm_ext.speech import Speech
+        from kokoro_tvm_ext.speech.timestamps import WordTiming
 
         for unit in units:
             FakeExecutor.asked.append(unit.key)
             samples = unit_samples(unit)
-            yield UnitAudio(unit.key, samples, [("word", 0.0, len(samples) / SAMPLE_RATE, False)])
+            words = [WordTiming("word", 0.0, len(samples) / SAMPLE_RATE, False)]
+            yield UnitAudio(unit.key, Speech(samples, SAMPLE_RATE, words))
 
     def close(self):
         pass
@@ -47,11 +50,11 @@ def fake_artifact(directory):
 
 
 def patch_model(setattr) -> None:
-    import kokoro_tvm_ext.book.job as job
+    import kokoro_tvm_ext.cli.book as book_command
     from kokoro_tvm_ext.speech import Speaker
 
-    setattr(Speaker, "load", classmethod(lambda cls, artifact, **kw: FakeSpeaker()))
-    setattr(job, "LocalExecutor", FakeExecutor)
+    setattr(Speaker, "open", classmethod(lambda cls, config=None, **kw: FakeSpeaker()))
+    setattr(book_command, "LocalExecutor", FakeExecutor)
 
 
 def chapter_samples(chapter, index: int, unit_chars: int) -> np.ndarray:

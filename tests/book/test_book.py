@@ -14,18 +14,18 @@ sf = pytest.importorskip("soundfile")
 av = pytest.importorskip("av")
 
 
-def solo_reference(runtime, text: str, chapter: int, pack, vocab, unit_chars: int):
-    """A chapter spoken chunk by chunk, each a solo ``synthesize`` call with its position's seed."""
+def solo_reference(runtime, paragraphs: tuple[str, ...], chapter: int, pack, vocab, unit_chars: int):
+    """A chapter spoken chunk by chunk, each a solo ``synthesize`` call with its position's seed: a chunk per
+    sentence, the chapter's first cut early (a chapter is one speech)."""
     from kokoro_tvm_ext.book.plan import chapter_units, chunk_seed
     from kokoro_tvm_ext.book.sources import Chapter
-    from kokoro_tvm_ext.speech import phonemize_words, style_for, tokenize
-    from kokoro_tvm_ext.speech.chunks import chunk_words
+    from kokoro_tvm_ext.speech import FIRST_CHUNK_TOKENS, chunk_text, style_for, tokenize
 
     pieces = []
-    for unit in chapter_units(Chapter("", text), chapter, unit_chars):
-        chunks = [c for p in unit.paragraphs for c in chunk_words(phonemize_words(p, "a"), vocab)]
-        for k, chunk in enumerate(chunks):
-            tokens = np.array(tokenize(chunk.phonemes, vocab), np.int64)
+    for unit in chapter_units(Chapter("", paragraphs), chapter, unit_chars):
+        first = FIRST_CHUNK_TOKENS if unit.index == 0 else None
+        for k, phonemes in enumerate(chunk_text("\n\n".join(unit.paragraphs), vocab, first_chunk_tokens=first)):
+            tokens = np.array(tokenize(phonemes, vocab), np.int64)
             audio, _ = runtime.synthesize(
                 tokens,
                 style_for(pack, len(tokens)),
@@ -71,7 +71,7 @@ def test_chapters_match_solo_synthesis_of_every_chunk(spoken, voice_file, runtim
     book, chapters = spoken
     pack, vocab = np.load(voice_file), load_config()["vocab"]
     for i, (samples, chapter) in enumerate(zip(chapters, read_book(book).chapters)):
-        expected = solo_reference(runtime, chapter.text, i, pack, vocab, 60)
+        expected = solo_reference(runtime, chapter.paragraphs, i, pack, vocab, 60)
         assert samples.shape == expected.shape
         # Batched and solo calls tile the text stage differently: at most one 16-bit step apart.
         np.testing.assert_allclose(samples, expected, rtol=0, atol=1)
@@ -122,10 +122,11 @@ def test_an_interrupted_book_resumes_without_redoing_finished_chapters(tmp_path,
     reading = Reading(Voice.load(str(voice_file), lang="a"), float(SPEED), 0)
     speaker = Speaker.load(artifact)
     store = ChapterStore(tmp_path / "book.m4b", "s")
-    first = Interrupting(LocalExecutor(speaker), stop_after=3)  # chapter 0 is units 0-1, chapter 1 is units 0-1
+    # Chapter 0 is units 0-2 (its heading, then a paragraph each), chapter 1 is units 0-1.
+    first = Interrupting(LocalExecutor(speaker), stop_after=4)
     with pytest.raises(KeyboardInterrupt):
         speak_book(chapters, first, reading, 24000, store, quiet=True, unit_chars=60)
-    assert first.asked == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert first.asked == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1)]
     assert len(list(store.dir.glob("*.npz"))) == 1  # chapter 0 kept; chapter 1's one unit is not a chapter
     again = Interrupting(LocalExecutor(speaker))
     resumed = speak_book(chapters, again, reading, 24000, store, quiet=True, unit_chars=60)
@@ -135,7 +136,7 @@ def test_an_interrupted_book_resumes_without_redoing_finished_chapters(tmp_path,
     # A changed chapter is spoken again; the unchanged one is still reused.
     from dataclasses import replace
 
-    edited = [chapters[0], replace(chapters[1], text=chapters[1].text + " Really over.")]
+    edited = [chapters[0], replace(chapters[1], paragraphs=(*chapters[1].paragraphs, "Really over."))]
     third = Interrupting(LocalExecutor(speaker))
     speak_book(edited, third, reading, 24000, store, quiet=True, unit_chars=60)
     assert {k[0] for k in third.asked} == {1}
@@ -183,10 +184,12 @@ def test_bad_input_is_one_line_nonzero_exit_and_no_output(tmp_path, capsys, case
 
 def test_mp3_carries_the_chapters_as_id3_chap_frames(tmp_path, spoken):
     from kokoro_tvm_ext.book.output import ChapterAudio, write_book
+    from kokoro_tvm_ext.speech import Speech
 
     _, chapters = spoken
     out = tmp_path / "book.mp3"
-    write_book(out, [ChapterAudio(t, c, []) for t, c in zip(("The Start", "The End"), chapters)], 24000, title="B")
+    audio = [ChapterAudio(t, Speech(c, 24000, [])) for t, c in zip(("The Start", "The End"), chapters)]
+    write_book(out, audio, 24000, title="B")
     with av.open(str(out)) as f:
         marks = f.chapters()
         assert f.metadata.get("title") == "B"

@@ -92,15 +92,15 @@ def test_ctrl_c_while_writing_leaves_no_file_of_the_book_and_says_what_is_kept(
     import kokoro_tvm_ext.book.output as output
 
     argv, chapters = long_title_book
-    encode, calls = output.encode, []
+    write_audio, calls = output.write_audio, []
 
     def interrupted_on_the_third(*args, **kwargs):
         calls.append(args[0])
         if len(calls) == 3:
             raise KeyboardInterrupt
-        encode(*args, **kwargs)
+        write_audio(*args, **kwargs)
 
-    monkeypatch.setattr(output, "encode", interrupted_on_the_third)
+    monkeypatch.setattr(output, "write_audio", interrupted_on_the_third)
     assert main(argv) == 130
     err = capsys.readouterr().err.strip()
     assert err == (
@@ -108,7 +108,7 @@ def test_ctrl_c_while_writing_leaves_no_file_of_the_book_and_says_what_is_kept(
         f"4 of 4 chapters are kept in {tmp_path / '.out.book'}: run the same command again to go on"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == [".out.book", "art", "long.epub"]  # not even out/
-    monkeypatch.setattr(output, "encode", encode)
+    monkeypatch.setattr(output, "write_audio", write_audio)
     FakeExecutor.asked.clear()
     assert main(argv) == 0
     assert FakeExecutor.asked == []  # every chapter came from the work directory
@@ -121,13 +121,13 @@ import os, signal, sys
 sys.path.insert(0, sys.argv[1])
 import fake_speech
 fake_speech.patch_model(setattr)
-import kokoro_tvm_ext.book.output as output
+import kokoro_tvm_ext.speech.audio as audio
 import kokoro_tvm_ext.support.cache as cache
 moment, calls = sys.argv[2], []
 
-def kill_on_the(n, original, path_arg):
+def kill_on_the(n, original, path_of):
     def call(*args, **kwargs):
-        if os.path.basename(os.path.dirname(args[path_arg])) == "out":  # the book's, not the work directory's
+        if os.path.basename(os.path.dirname(path_of(args))) == "out":  # the book's, not the work directory's
             calls.append(args)
             if len(calls) == n:
                 os.kill(os.getpid(), signal.SIGKILL)
@@ -135,9 +135,9 @@ def kill_on_the(n, original, path_arg):
     return call
 
 if moment == "encoding":  # the third chapter's temp file is made and empty, two are whole
-    output.encode = kill_on_the(3, output.encode, 0)
+    audio.AudioEncoder = kill_on_the(3, audio.AudioEncoder, lambda args: args[0].name)  # its open temp file
 else:  # the first file is renamed into place, the others are still temp files
-    cache.os.replace = kill_on_the(2, os.replace, 1)
+    cache.os.replace = kill_on_the(2, os.replace, lambda args: args[1])
 from kokoro_tvm_ext.cli import main
 sys.exit(main(sys.argv[3:]))
 """
@@ -233,6 +233,6 @@ def test_pyav_missing_is_refused_before_any_speech(tmp_path, monkeypatch):
 
     monkeypatch.setitem(sys.modules, "av", None)  # `import av` raises ImportError
     for target in ("book.m4b", "chapters"):
-        with pytest.raises(MissingAssetError, match=r"needs PyAV: pip install 'kokoro-tvm-ext\[book\]'"):
+        with pytest.raises(MissingAssetError, match=r"audio needs PyAV \(FFmpeg's codecs\): pip install av$"):
             BookOutput(tmp_path / target).check()
     assert list(tmp_path.iterdir()) == []

@@ -9,7 +9,7 @@ from kokoro_tvm_ext.book.sources import Chapter
 
 
 def test_units_pack_whole_paragraphs_in_order():
-    chapter = Chapter("c", "aaaa\n\nbbb\n\ncc\n\n" + "d" * 12 + "\n\ne")
+    chapter = Chapter("c", ("aaaa", "bbb", "cc", "d" * 12, "e"))
     assert chapter_units(chapter, 3, max_chars=9) == [
         Unit(3, 0, ("aaaa", "bbb", "cc")),  # 4 + 3 + 2 = 9
         Unit(3, 1, ("d" * 12,)),  # longer than a unit: alone, whole

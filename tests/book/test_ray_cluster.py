@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from book_inputs import book_args
-from kokoro_bench.local_ray import free_port, local_cluster
+from kokoro_harness.local_ray import local_cluster
+from kokoro_harness.ports import free_port
 
 sf = pytest.importorskip("soundfile")
 TASK_TITLE = "ray::_render_task"  # a Ray worker's process title while it runs our task

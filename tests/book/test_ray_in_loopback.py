@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from kokoro_bench.local_ray import WRAPPER, in_loopback_namespace
+from kokoro_harness.local_ray import WRAPPER, in_loopback_namespace
 
 ROOT = Path(__file__).resolve().parents[2]
 

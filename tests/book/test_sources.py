@@ -1,5 +1,5 @@
 """Book files -> chapters: EPUB (built here with ebooklib), markdown and text, and the inputs that
-must be refused. Expected chapters are written out by hand."""
+must be refused. Expected chapters are written out by hand: a chapter's heading is its first paragraph."""
 
 from __future__ import annotations
 
@@ -27,15 +27,15 @@ def test_epub_chapters_follow_the_table_of_contents(tmp_path):
     book = read_book(path)
     assert book.title == "A Test Book"
     assert book.chapters == [
-        Chapter("Front matter", "A Test Book, by Nobody."),
-        Chapter("The Start", "The Start\n\nIt was a dark night.\n\nRain fell."),
-        Chapter("The End", "The End\n\nMorning came.\n\nStill the end."),
+        Chapter("Front matter", ("A Test Book, by Nobody.",)),
+        Chapter("The Start", ("The Start", "It was a dark night.", "Rain fell.")),
+        Chapter("The End", ("The End", "Morning came.", "Still the end.")),
     ]
 
 
 def test_epub_without_a_toc_has_a_chapter_per_document(tmp_path):
     path = make_epub(tmp_path / "b.epub", [("a.xhtml", "<h2>First</h2><p>One.</p>"), ("b.xhtml", "<p>Two.</p>")])
-    assert read_book(path).chapters == [Chapter("First", "First\n\nOne."), Chapter("Chapter 2", "Two.")]
+    assert read_book(path).chapters == [Chapter("First", ("First", "One.")), Chapter("Chapter 2", ("Two.",))]
 
 
 def test_markdown_chapters_at_top_level_headings(tmp_path):
@@ -46,9 +46,9 @@ def test_markdown_chapters_at_top_level_headings(tmp_path):
         "- first item\n- second item\n"
     )
     assert read_book(path).chapters == [
-        Chapter("Front matter", "Before any heading."),
-        Chapter("One", "Hello world, see the site.\n\nA section\n\nMore text over two lines."),
-        Chapter("Two", "first item second item"),
+        Chapter("Front matter", ("Before any heading.",)),
+        Chapter("One", ("One", "Hello world, see the site.", "A section", "More text over two lines.")),
+        Chapter("Two", ("Two", "first item second item")),
     ]
 
 
@@ -59,9 +59,9 @@ def test_text_chapters_at_heading_lines(tmp_path):
         "Another paragraph.\n\nChapter 2: The End\n\nThey lived.\n"
     )
     assert read_book(path).chapters == [
-        Chapter("THE STORY", "by Nobody"),
-        Chapter("CHAPTER I", "Once upon a time. A second line.\n\nAnother paragraph."),
-        Chapter("Chapter 2: The End", "They lived."),
+        Chapter("THE STORY", ("THE STORY", "by Nobody")),
+        Chapter("CHAPTER I", ("CHAPTER I", "Once upon a time. A second line.", "Another paragraph.")),
+        Chapter("Chapter 2: The End", ("Chapter 2: The End", "They lived.")),
     ]
 
 
@@ -70,7 +70,8 @@ def test_text_without_headings_is_one_chapter(tmp_path):
     path.write_text("Just a note.\n\nIt has two paragraphs, and no heading.\n")
     book = read_book(path)
     assert book.title == "note"
-    assert book.chapters == [Chapter("note", "Just a note.\n\nIt has two paragraphs, and no heading.")]
+    assert book.chapters == [Chapter("note", ("Just a note.", "It has two paragraphs, and no heading."))]
+    assert book.chapters[0].text == "Just a note.\n\nIt has two paragraphs, and no heading."
 
 
 @pytest.mark.parametrize(

@@ -55,7 +55,7 @@ def test_bf16_spectrum_differs_from_pytorch_less_than_another_noise_draw(bf16_ru
     The bound is PyTorch's own: the same model in fp32 with a different noise draw. A lossy mode
     whose spectrum moves less than re-drawing SineGen's noise does is not audible as loss.
     """
-    from kokoro_bench.fidelity import log_mel_l1
+    from kokoro_harness.fidelity import log_mel_l1
 
     pytest.importorskip("librosa")
     rng = np.random.default_rng(7)

@@ -19,11 +19,10 @@ safetensors_numpy = pytest.importorskip("safetensors.numpy")
 
 import kokoro_tvm_ext  # noqa: E402
 from kokoro_tvm_ext.errors import CheckpointMismatchError  # noqa: E402
+from kokoro_tvm_ext.model import artifact_cache  # noqa: E402
 from kokoro_tvm_ext.model.adapters.reference import reference, reference_float64  # noqa: E402
-from kokoro_tvm_ext.model.artifact_cache import ensure_compiled, library_key  # noqa: E402
-from kokoro_tvm_ext.model.checkpoint import bind_checkpoint  # noqa: E402
+from kokoro_tvm_ext.model.binding import bind_checkpoint  # noqa: E402
 from kokoro_tvm_ext.model.runtime.artifact import LIBRARY  # noqa: E402
-from kokoro_tvm_ext.speech.assets.checkpoint import read_checkpoint  # noqa: E402
 
 SPEED = 9.0  # random weights speak slowly; a high speed keeps the audio short
 
@@ -31,8 +30,8 @@ SPEED = 9.0  # random weights speak slowly; a high speed keeps the audio short
 @pytest.fixture(scope="module")
 def perturbed(kokoro_model, tmp_path_factory):
     """(path of the safetensors checkpoint, its arrays, a KModel loaded with it)."""
-    from kokoro_tvm_ext.model.adapters.model import build_kmodel
     from kokoro_tvm_ext.model.config import load_config
+    from kokoro_tvm_ext.model.weights.kmodel import build_kmodel
 
     rng = np.random.default_rng(1234)
     state = {}
@@ -50,16 +49,20 @@ def perturbed(kokoro_model, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def bound(small_artifact, perturbed, tmp_path_factory):
-    """The checkpoint bound through the cache: the session artifact is the only entry of its library."""
-    cache = tmp_path_factory.mktemp("artifacts")
-    os.symlink(small_artifact, cache / f"seed0-{library_key()}")
-    out = cache / f"fine-tune-{library_key()}"
+    """The checkpoint bound by ``ensure_artifact`` in a user cache whose only entry is the session artifact
+    (the same library, compiled for other weights)."""
+    cache = tmp_path_factory.mktemp("cache")
+    (cache / "artifacts").mkdir()
+    os.symlink(small_artifact, cache / "artifacts" / f"seed0-{artifact_cache.library_key()}")
 
-    def no_compile():
+    def no_compile(*args):
         raise AssertionError("binding a checkpoint must not compile")
 
-    path, state, _ = perturbed
-    ensure_compiled(out, no_compile, checkpoint=lambda: read_checkpoint(path), quiet=True)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KOKORO_TVM_CACHE", str(cache))
+        mp.setattr(artifact_cache, "_compile_into", no_compile)
+        out = artifact_cache.ensure_artifact(perturbed[0], quiet=True)
+    assert out.parent == cache / "artifacts" and not out.is_symlink()
     return out
 
 

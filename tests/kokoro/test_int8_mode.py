@@ -33,7 +33,7 @@ def test_int8_artifact_records_its_precision_and_packs_int8_weights(int8_runtime
 
 
 def test_int8_durations_equal_pytorch_and_spectrum_within_twice_the_noise_floor(int8_runtime, kokoro_model):
-    from kokoro_bench.fidelity import log_mel_l1
+    from kokoro_harness.fidelity import log_mel_l1
 
     pytest.importorskip("librosa")
     rng = np.random.default_rng(7)

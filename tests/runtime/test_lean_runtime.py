@@ -58,8 +58,8 @@ def cache_with_artifact(small_artifact, tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys; from kokoro_tvm_ext.speech.assets.weights import locate; "
-            "print(locate(sys.argv[1]).fingerprint())",
+            "import sys; from kokoro_tvm_ext.model.weights import find_weights; "
+            "print(find_weights(sys.argv[1]).fingerprint())",
             str(weights),
         ],
         capture_output=True,
@@ -163,7 +163,7 @@ def test_a_library_imported_with_torch_hidden_sees_none_and_torch_imports_afterw
 
 
 def test_a_weights_file_is_hashed_once_while_it_is_unchanged(tmp_path, monkeypatch):
-    from kokoro_tvm_ext.speech.assets.weights import locate
+    from kokoro_tvm_ext.model.weights import find_weights
     from kokoro_tvm_ext.support import file_hash
 
     monkeypatch.setenv("KOKORO_TVM_CACHE", str(tmp_path / "cache"))
@@ -175,13 +175,13 @@ def test_a_weights_file_is_hashed_once_while_it_is_unchanged(tmp_path, monkeypat
     import hashlib
 
     expected = hashlib.sha256(weights.read_bytes()).hexdigest()
-    assert locate(str(weights)).fingerprint() == expected
-    assert locate(str(weights)).fingerprint() == expected  # a new run: from the stamp
+    assert find_weights(str(weights)).fingerprint() == expected
+    assert find_weights(str(weights)).fingerprint() == expected  # a new run: from the stamp
     assert len(hashed) == 1
     stat = weights.stat()
     weights.write_bytes(b"WEIGHTS " * 1000)  # rewritten in place, same size
     os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
-    assert locate(str(weights)).fingerprint() == hashlib.sha256(weights.read_bytes()).hexdigest()
+    assert find_weights(str(weights)).fingerprint() == hashlib.sha256(weights.read_bytes()).hexdigest()
     assert len(hashed) == 2
 
 

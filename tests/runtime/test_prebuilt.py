@@ -8,6 +8,7 @@ library-only artifact end to end by tests/test_wheel.py (`say` from an empty cac
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 
@@ -83,56 +84,70 @@ def test_the_best_level_is_the_one_with_most_features_this_cpu_has(library, tmp_
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
-    """An empty cache directory whose binds are recorded (base, entry), each entry a link to the base."""
+    """An empty user cache and a weights file; the cache's binds are recorded (base, entry), each entry a
+    link to the base, and a compile fails the test."""
     binds = []
 
     def record(out, base, checkpoint, fingerprint, quiet):
         binds.append((base, out.name))
         os.symlink(base, out)
 
+    def no_compile(*args):
+        raise AssertionError("must not compile")
+
     monkeypatch.setattr(artifact_cache, "_bind_into", record)
-    directory = tmp_path / "artifacts"
-    directory.mkdir()
-    return directory, binds
-
-
-def no_compile():
-    raise AssertionError("must not compile")
+    monkeypatch.setattr(artifact_cache, "_compile_into", no_compile)
+    monkeypatch.setenv("KOKORO_TVM_CACHE", str(tmp_path / "cache"))
+    weights = tmp_path / "these-weights.safetensors"
+    weights.write_bytes(b"these weights")
+    directory = tmp_path / "cache" / "artifacts"
+    directory.mkdir(parents=True)
+    return directory, weights, binds
 
 
 def test_the_cache_binds_to_this_machines_library_before_a_prebuilt_one(cache, library, small_artifact, monkeypatch):
-    directory, binds = cache
+    directory, weights, binds = cache
     monkeypatch.setattr(prebuilt, "installed_prebuilt", lambda: [library])
-    out = directory / f"these-weights-{artifact_cache.library_key()}"
+    out = directory / artifact_cache.artifact_key(hashlib.sha256(b"these weights").hexdigest())
     key = prebuilt.best_prebuilt().key
 
     # Nothing compiled here: the prebuilt library, into an entry of its own.
-    entry = artifact_cache.ensure_compiled(out, no_compile, checkpoint=dict, quiet=True)
+    entry = artifact_cache.ensure_artifact(weights, quiet=True)
     assert entry == directory / f"{out.name}-{key}" and binds == [(library, entry.name)]
-    assert artifact_cache.ensure_compiled(out, no_compile, checkpoint=dict, quiet=True) == entry  # found again
+    assert artifact_cache.ensure_artifact(weights, quiet=True) == entry  # found again
+    assert len(binds) == 1
+
+    # A named target: never a prebuilt library (they are picked for this CPU); a compile, here refused.
+    with pytest.raises(AssertionError, match="must not compile"):
+        artifact_cache.ensure_artifact(weights, target="x86-64-v3", quiet=True)
     assert len(binds) == 1
 
     # A library compiled on this machine (for other weights, as `kokoro-tvm compile` leaves): preferred.
     (directory / f"other-weights-{artifact_cache.library_key()}").symlink_to(small_artifact)
-    assert artifact_cache.ensure_compiled(out, no_compile, checkpoint=dict, quiet=True) == out
+    assert artifact_cache.ensure_artifact(weights, quiet=True) == out
     assert binds[1] == (directory / f"other-weights-{artifact_cache.library_key()}", out.name)
 
 
 def test_without_a_library_for_this_cpu_nor_a_compiler_the_error_says_what_to_install(cache, library, monkeypatch):
-    directory, binds = cache
+    directory, weights, binds = cache
     monkeypatch.setattr(artifact_cache, "compiler_installed", lambda: False)
-    out = directory / f"these-weights-{artifact_cache.library_key()}"
     for installed in ([], [library.parent / "absent"]):
         monkeypatch.setattr(prebuilt, "installed_prebuilt", lambda installed=installed: installed)
         with pytest.raises(ArtifactMissingError) as caught:
-            artifact_cache.ensure_compiled(out, no_compile, checkpoint=dict, quiet=True)
+            artifact_cache.ensure_artifact(weights, quiet=True)
         message = str(caught.value)
         assert message.startswith("no compiled Kokoro for this CPU") and "\n" not in message
         assert f'pip install "kokoro-tvm-ext-artifacts=={read_meta(library)["kokoro_tvm_ext"]}"' in message
         assert 'pip install "kokoro-tvm-ext[compile]"' in message
         if installed:
             assert "the installed prebuilt libraries do not fit: absent: no compiled Kokoro artifact" in message
-    assert binds == [] and not out.exists()
+    with pytest.raises(ArtifactMissingError) as caught:  # no prebuilt library is for a named target
+        artifact_cache.ensure_artifact(weights, target="x86-64-v3", quiet=True)
+    assert str(caught.value) == (
+        "no compiled Kokoro for the target x86-64-v3 and no compiler to make one: install the compiler (pip install "
+        '"kokoro-tvm-ext[compile]")'
+    )
+    assert binds == [] and list(directory.iterdir()) == []
 
 
 def test_the_prebuilt_extra_pins_the_companion_to_this_version():

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from kokoro_bench.serve_load import wait_until_healthy
+from kokoro_harness.server import wait_until_healthy
 
 SPEED = 4.0
 SAMPLE_RATE = 24000

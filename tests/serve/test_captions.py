@@ -27,26 +27,17 @@ def one_shot(server, voice):
     return r.json()
 
 
-def expected_times(runtime, voice, text=TEXT, first_clause=True, seed=0, pack_sentences=False):
+def expected_times(runtime, voice, text=TEXT, seed=0):
     """Word (start, end) in seconds, by hand from each chunk's durations: a word runs from the
-    middle of the space before it to the middle of the space after it (KPipeline's rule).
-    ``first_clause``: the server's chunks; ``pack_sentences``: `say`'s (whole sentences packed)."""
-    from kokoro_tvm_ext.serve.plan import Limits
-    from kokoro_tvm_ext.speech import load_config, load_voice, phonemize_words, style_for, tokenize
-    from kokoro_tvm_ext.speech.chunks import chunk_words
+    middle of the space before it to the middle of the space after it (KPipeline's rule). The chunks
+    are those of every front end (a sentence each, the first cut after its first clause)."""
+    from kokoro_tvm_ext.speech import load_config, load_voice, style_for, tokenize
+    from kokoro_tvm_ext.speech.chunks import Chunk, text_chunks
 
     vocab = load_config()["vocab"]
     pack = load_voice(voice)
     out, offset = [], 0
-    for i, chunk in enumerate(
-        chunk_words(
-            phonemize_words(text),
-            vocab,
-            pack_sentences=pack_sentences,
-            first_clause=first_clause,
-            first_chunk_tokens=Limits().first_chunk_tokens,
-        )
-    ):
+    for i, chunk in enumerate(c for c in text_chunks(text, "a", vocab) if isinstance(c, Chunk)):
         tokens = tokenize(chunk.phonemes, vocab)
         _, dur = runtime.synthesize(
             np.array(tokens, np.int64), style_for(pack, len(tokens)), speed=SPEED, noise_seed=seed + i

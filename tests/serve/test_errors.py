@@ -57,7 +57,7 @@ def test_input_errors_name_their_field_and_kind(server, voice):
 def test_a_missing_voice_asset_is_503_and_the_server_keeps_serving(artifact, tmp_path, monkeypatch):
     """A voice the server lists but whose pack cannot be installed: the server's problem, not the request's."""
     from kokoro_tvm_ext.speech import list_voices
-    from kokoro_tvm_ext.speech.assets import sdist_voices
+    from kokoro_tvm_ext.speech.voices import sdist as sdist_voices
 
     env = {
         "KOKORO_TVM_CACHE": str(tmp_path / "empty-cache"),

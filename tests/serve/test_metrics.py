@@ -99,7 +99,7 @@ def test_serve_bench_reads_the_model_time_and_audio_of_a_real_request(server, vo
     """bench/serve.py's model columns come from these totals: after one request to the live server (the real
     model), the audio total moved by exactly the samples sent, and the model's time by no more than the wall."""
     from conftest import SAMPLE_RATE, speech
-    from kokoro_bench.serve_load import model_seconds
+    from kokoro_harness.server import model_seconds
 
     busy_before, audio_before = model_seconds(server)
     start = time.perf_counter()

@@ -51,7 +51,7 @@ def test_srt_cues_follow_the_durations(artifact, voice, runtime, tmp_path):
     assert result.returncode == 0, result.stderr.decode()[-2000:]
     cues = re.findall(r"(\d+)\n(\S+) --> (\S+)\n(.+)\n", srt.read_text())
     assert [c[3] for c in cues] == ["Hello there, my friend.", "See you soon!"]
-    words = expected_times(runtime, voice, first_clause=False, pack_sentences=True)  # say packs sentences
+    words = expected_times(runtime, voice)  # say's chunks are the server's
     firsts = [words[0], words[6]]  # "Hello", "See"
     lasts = [words[5], words[-1]]  # ".", "!"
     for (_, start, end, _), first, last in zip(cues, firsts, lasts):

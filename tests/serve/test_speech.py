@@ -37,17 +37,15 @@ def reference_pcm(server, voice):
 
 
 def test_pcm_is_the_chunks_audio_back_to_back(reference_pcm, runtime, voice):
-    from kokoro_tvm_ext.serve.plan import Limits
-    from kokoro_tvm_ext.speech import load_config, load_voice, phonemize_words, style_for, tokenize
-    from kokoro_tvm_ext.speech.chunks import chunk_words
+    from kokoro_tvm_ext.speech import chunk_text, load_config, load_voice, style_for, tokenize
 
     vocab = load_config()["vocab"]
     pack = load_voice(voice)
     parts = []
-    for i, chunk in enumerate(
-        chunk_words(phonemize_words(TEXT), vocab, first_clause=True, first_chunk_tokens=Limits().first_chunk_tokens)
-    ):
-        tokens = np.array(tokenize(chunk.phonemes, vocab), np.int64)
+    phonemes = chunk_text(TEXT, vocab)  # the chunks of every front end: "Hi," (the first clause), "you.", "Go on!"
+    assert len(phonemes) == 3 and phonemes[0].endswith(",")
+    for i, chunk in enumerate(phonemes):
+        tokens = np.array(tokenize(chunk, vocab), np.int64)
         audio, _ = runtime.synthesize(tokens, style_for(pack, len(tokens)), speed=SPEED, noise_seed=i)
         parts.append(audio)
     want = np.round(np.clip(np.concatenate(parts), -1, 1) * 32767).astype(np.int16)

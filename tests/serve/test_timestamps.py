@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+import numpy as np
 import pytest
 
-from kokoro_tvm_ext.speech import Word, count_tokens, load_config, phonemize, phonemize_words
-from kokoro_tvm_ext.speech.chunks import chunk_words
-from kokoro_tvm_ext.speech.subtitles import render
+from kokoro_tvm_ext.model.spec import MAX_TOKENS, STYLE_DIM, VOICE_PACK_ROWS
+from kokoro_tvm_ext.speech import Speaker, Voice, Word, count_tokens, load_config, phonemize, phonemize_words
+from kokoro_tvm_ext.speech.chunks import text_chunks
+from kokoro_tvm_ext.speech.subtitles import cues, render
 from kokoro_tvm_ext.speech.timestamps import WordTiming, word_timings
 
 VOCAB = load_config()["vocab"]
@@ -28,8 +32,8 @@ def test_timings_split_spaces_in_half_and_start_after_the_boundary_id():
         ("there", 13 * 0.025, 22 * 0.025),
         (".", 22 * 0.025, 27 * 0.025),
     ]
-    shifted = word_timings(words, durations, VOCAB, offset_seconds=2.0)
-    assert shifted[0].start_time == pytest.approx(2.1)
+    shifted = [t.shifted(2.0) for t in got]
+    assert [(t.start_time, t.end_time) for t in shifted] == [(t.start_time + 2.0, t.end_time + 2.0) for t in got]
 
 
 def test_timings_refuse_durations_of_other_words():
@@ -49,7 +53,7 @@ def test_words_join_to_the_phoneme_string(text):
 @pytest.mark.parametrize("text", TEXTS)
 def test_chunks_cover_every_word_once_in_order_within_the_limit(text, max_tokens):
     words = phonemize_words(text)
-    chunks = chunk_words(words, VOCAB, max_tokens=max_tokens, first_clause=True)
+    chunks = text_chunks(text, "a", VOCAB, max_tokens=max_tokens)
     assert [w.text for c in chunks for w in c.words] == [w.text for w in words]
     for c in chunks:
         assert 0 < count_tokens(c.phonemes, VOCAB) <= max_tokens
@@ -57,12 +61,13 @@ def test_chunks_cover_every_word_once_in_order_within_the_limit(text, max_tokens
 
 
 def test_first_chunk_is_the_first_clause_then_one_chunk_per_sentence():
-    chunks = chunk_words(phonemize_words(TEXTS[0] + " Another one. And a third!"), VOCAB, first_clause=True)
+    chunks = text_chunks(TEXTS[0] + " Another one. And a third!", "a", VOCAB, first_chunk_tokens=0)
     assert [c.text for c in chunks] == ["Hello world,", "this is a test.", "Another one.", "And a third!"]
-    capped = chunk_words(
-        phonemize_words("One two three four five six seven."), VOCAB, first_clause=True, first_chunk_tokens=10
-    )
-    assert count_tokens(capped[0].phonemes, VOCAB) <= 10 and len(capped) == 2
+    assert [c.ends_sentence for c in chunks] == [False, True, True, True]
+    capped = text_chunks("One two three four five six seven.", "a", VOCAB, first_chunk_tokens=10)
+    # wˈʌn tˈu θɹˈi: 11 tokens with their spaces, so the first 10 hold "One two" (wˈʌn tˈu, 8).
+    assert [c.text for c in capped] == ["One two", "three four five six seven."]
+    assert count_tokens(capped[0].phonemes, VOCAB) <= 10
 
 
 def test_subtitles_srt_and_vtt():
@@ -79,3 +84,33 @@ def test_subtitles_srt_and_vtt():
     assert render(timings, ".vtt") == (
         "WEBVTT\n\n00:00:00.100 --> 00:00:01.250\nHello world.\n\n00:00:01.250 --> 01:02:03.750\nBye!\n"
     )
+
+
+def _timings(text: str, lang: str = "a"):
+    """The word timings ``Speaker.plan`` attaches to ``text``'s chunks, given one frame per token (planning
+    needs no model; the durations only place the words)."""
+    speaker = Speaker(SimpleNamespace(sample_rate=24000, max_tokens=MAX_TOKENS))
+    plan = speaker.plan(text, Voice("test", np.zeros((VOICE_PACK_ROWS, 1, STYLE_DIM), np.float32), lang))
+    return [
+        w
+        for i, chunk in enumerate(plan.chunks)
+        for w in plan.result(
+            i, np.zeros(600 * (chunk.tokens.size + 2), np.float32), np.ones(chunk.tokens.size + 2)
+        ).words
+    ]
+
+
+def test_an_initial_is_no_cue_of_its_own_and_a_heading_is_one():
+    """A pandoc EPUB's author line and chapter heading: the initial stays in its sentence, the heading (a
+    paragraph without a full stop) does not run into the sentence after it."""
+    text = "A. Tester wrote this.\n\nChapter one\n\nIt was a dark night. J. R. R. Tolkien read it."
+    want = ["A. Tester wrote this.", "Chapter one", "It was a dark night.", "J. R. R. Tolkien read it."]
+    assert [c for _, _, c in cues(_timings(text))] == want
+    # Read back from the words alone (timings made elsewhere), the initials stay in their sentences too.
+    plain = [WordTiming(t.word, t.start_time, t.end_time, t.space_after) for t in _timings(text)]
+    assert [c for _, _, c in cues(plain)] == ["A. Tester wrote this.", "Chapter one It was a dark night.", want[-1]]
+
+
+def test_cues_follow_sentences_in_japanese():
+    got = [c.replace(" ", "") for _, _, c in cues(_timings("今日はいい天気ですね。散歩に行きましょう！", "j"))]
+    assert got == ["今日はいい天気ですね。", "散歩に行きましょう!"]  # Cutlet writes the full-width ！ as !

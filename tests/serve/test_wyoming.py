@@ -28,8 +28,8 @@ from wyoming.info import Describe, Info  # noqa: E402
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice  # noqa: E402
 
 from kokoro_tvm_ext.cli import main  # noqa: E402
-from kokoro_tvm_ext.serve.wyoming import bcp47, take_sentences  # noqa: E402
-from kokoro_tvm_ext.speech.encoders import to_int16  # noqa: E402
+from kokoro_tvm_ext.serve.wyoming import bcp47  # noqa: E402
+from kokoro_tvm_ext.speech.audio import to_int16  # noqa: E402
 
 SPEED = 4.0
 MAX_CHARS = 200
@@ -78,9 +78,9 @@ def speaker(small_artifact):
 
 
 def expected_pcm(speaker, text: str, voice: str = VOICE) -> np.ndarray:
-    """What the server speaks for ``text``: one sentence per chunk, the first cut early, seeds 0, 1, ..."""
-    speech = speaker.speak(text, voice, speed=SPEED, pack_sentences=False, first_chunk_tokens=24)
-    return to_int16(speech.audio)
+    """What the server speaks for ``text``: ``Speaker.speak``'s samples (one sentence per chunk, the first cut
+    early, seeds 0, 1, ...)."""
+    return to_int16(speaker.speak(text, voice, speed=SPEED).audio)
 
 
 async def exchange(server, *events: Event, until=END) -> list[Event]:
@@ -160,6 +160,64 @@ def test_streaming_speaks_sentences_given_in_pieces(wyoming_server, speaker):
     assert got[-1].type == "synthesize-stopped"
     # Each sentence planned on its own as it completed, seeds continuing: the audio of the text as one plan.
     assert_same_audio(decoded(got[:-1]), expected_pcm(speaker, "".join(pieces)))
+
+
+PARAGRAPH = "Hello there, my friend. Dr. Smith met A. Tester at noon! See you soon."
+
+
+def streamed(server, text: str, size: int) -> np.ndarray:
+    """``text`` sent to a Wyoming server in pieces of ``size`` characters: the samples it answers with."""
+    pieces = [text[i : i + size] for i in range(0, len(text), size)]
+    events = [SynthesizeStart(voice=SynthesizeVoice(VOICE)).event(), *(SynthesizeChunk(p).event() for p in pieces)]
+    got = asyncio.run(exchange(server, *events, SynthesizeStop().event(), until=("synthesize-stopped", "error")))
+    assert got[-1].type == "synthesize-stopped", got[-1]
+    return decoded(got[:-1])
+
+
+def http_pcm(server: str, text: str) -> np.ndarray:
+    import httpx
+
+    body = {"input": text, "voice": VOICE, "speed": SPEED, "response_format": "pcm", "stream": False}
+    r = httpx.post(f"{server}/v1/audio/speech", json=body, timeout=120)
+    assert r.status_code == 200, r.text
+    return np.frombuffer(r.content, "<i2")
+
+
+def solo_pcm(speaker, text: str, speed: float = SPEED) -> np.ndarray:
+    """``text``'s plan (``Speaker.plan``, what every front end plans), each chunk synthesized alone with its seed,
+    back to back: what a server makes of a request it does not batch with others."""
+    plan = speaker.plan(text, VOICE, speed=speed)
+    parts = [speaker.model.synthesize(c.tokens, c.style, speed=c.speed, noise_seed=c.seed)[0] for c in plan.chunks]
+    return to_int16(np.concatenate(parts))
+
+
+def test_a_paragraph_gives_the_same_samples_from_http_and_a_wyoming_stream(wyoming_server, server, speaker):
+    """One chunking policy: the HTTP server, Wyoming given the whole text and Wyoming given it 7 characters (then
+    1) at a time give, sample for sample, the chunks of ``Speaker.plan`` synthesized one by one."""
+    want = solo_pcm(speaker, PARAGRAPH)
+    np.testing.assert_array_equal(http_pcm(server, PARAGRAPH), want)
+    whole = asyncio.run(exchange(wyoming_server, Synthesize(PARAGRAPH, voice=SynthesizeVoice(VOICE)).event()))
+    np.testing.assert_array_equal(decoded(whole), want)
+    np.testing.assert_array_equal(streamed(wyoming_server, PARAGRAPH, 7), want)
+    np.testing.assert_array_equal(streamed(wyoming_server, PARAGRAPH, 1), want)
+
+
+def test_say_gives_the_samples_of_the_servers(speaker):
+    np.testing.assert_array_equal(expected_pcm(speaker, PARAGRAPH), solo_pcm(speaker, PARAGRAPH))
+
+
+def test_a_stream_on_a_batching_server_gives_the_samples_of_the_whole_text(server_wyoming, speaker):
+    """`serve --wyoming` (the default --max-batch, speed 1)."""
+    np.testing.assert_array_equal(streamed(server_wyoming, PARAGRAPH, 7), solo_pcm(speaker, PARAGRAPH, 1.0))
+
+
+def test_a_paragraph_batched_with_three_other_requests_gives_the_same_samples(server, speaker):
+    from concurrent.futures import ThreadPoolExecutor
+
+    others = ["One more request here.", "Another voice, another text.", "And a third one, to fill the batch."]
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda text: http_pcm(server, text), [PARAGRAPH, *others]))
+    np.testing.assert_array_equal(answers[0], solo_pcm(speaker, PARAGRAPH))
 
 
 def test_streaming_sends_a_sentence_before_the_stream_ends(wyoming_server):
@@ -298,17 +356,7 @@ def test_beside_another_front_end_on_one_scheduler():
         socket.create_connection(("127.0.0.1", port), timeout=5).close()  # stopped: nobody listens
 
 
-def test_sentences_are_taken_once_complete():
-    assert take_sentences("Hello there. How are") == ("Hello there. ", "How are")
-    assert take_sentences("Hello there.") == ("", "Hello there.")  # more may follow: "Hello there.com"
-    assert take_sentences('He said "yes!" and') == ('He said "yes!" ', "and")
-    assert take_sentences("今日は。明日") == ("今日は。", "明日")
-    assert take_sentences("... and") == ("", "... and")  # nothing to say yet
-    assert take_sentences("One.\n\nTwo") == ("One.\n\n", "Two")
-    assert take_sentences("Hi. Meet [Dr. Smith](/dˈɑktəɹ smˈɪθ/) now") == (
-        "Hi. ",
-        "Meet [Dr. Smith](/dˈɑktəɹ smˈɪθ/) now",
-    )
+def test_language_tags_are_written_as_bcp47_writes_them():
     assert bcp47("en-us") == "en-US" and bcp47("pt-br") == "pt-BR" and bcp47("zh") == "zh"
 
 
@@ -367,7 +415,7 @@ def test_serve_with_wyoming_speaks_both_protocols_on_one_model(server, server_wy
     text = "Hello there."
     before = httpx.get(f"{server}/health", timeout=30).json()["scheduler"]["requests"]
     events = asyncio.run(exchange(server_wyoming, Synthesize(text=text, voice=SynthesizeVoice(name=VOICE)).event()))
-    want = speaker.speak(text, VOICE, pack_sentences=False, first_chunk_tokens=24)
+    want = speaker.speak(text, VOICE)
     assert_same_audio(decoded(events), to_int16(want.audio))
     assert httpx.get(f"{server}/health", timeout=30).json()["scheduler"]["requests"] == before + 1
     assert (

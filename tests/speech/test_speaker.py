@@ -25,7 +25,7 @@ def speaker(small_artifact):
 
 
 def test_speech_equals_the_runtime_on_the_same_tokens_style_and_seed(speaker):
-    """One sentence is one chunk: G2P -> vocab ids -> style row len-1 -> synthesize(seed), by hand."""
+    """One sentence not cut early is one chunk: G2P -> vocab ids -> style row len-1 -> synthesize(seed), by hand."""
     from kokoro_tvm_ext.speech import load_config, load_voice, phonemize
 
     text = "Hello there, my friend."
@@ -33,7 +33,7 @@ def test_speech_equals_the_runtime_on_the_same_tokens_style_and_seed(speaker):
     ids = np.array([vocab[c] for c in phonemize(text, "a") if c in vocab], np.int64)
     style = load_voice("af_heart")[len(ids) - 1]
     expected, durations = speaker.model.synthesize(ids, style, speed=SPEED, noise_seed=7)
-    speech = speaker.speak(text, "af_heart", speed=SPEED, seed=7)
+    speech = speaker.speak(text, "af_heart", speed=SPEED, seed=7, first_chunk_tokens=None)
     np.testing.assert_array_equal(speech.audio, expected)
     assert speech.sample_rate == 24000
     assert [w.word for w in speech.words] == ["Hello", "there", ",", "my", "friend", "."]
@@ -42,8 +42,9 @@ def test_speech_equals_the_runtime_on_the_same_tokens_style_and_seed(speaker):
 
 def test_streamed_chunks_make_the_one_shot_speech(speaker):
     chunks = list(speaker.stream(TEXT, "af_heart", speed=SPEED, seed=3))
-    assert [c.text for c in chunks] == ["Hello there, my friend.", "See you soon!", "It is a fine day."]
-    whole = speaker.speak(TEXT, "af_heart", speed=SPEED, seed=3, pack_sentences=False)
+    # One sentence per chunk, the first cut after its first clause.
+    assert [c.text for c in chunks] == ["Hello there,", "my friend.", "See you soon!", "It is a fine day."]
+    whole = speaker.speak(TEXT, "af_heart", speed=SPEED, seed=3)
     np.testing.assert_array_equal(np.concatenate([c.audio for c in chunks]), whole.audio)
     assert [w for c in chunks for w in c.words] == whole.words
     starts = np.cumsum([0] + [len(c.audio) for c in chunks[:-1]]) / 24000
@@ -52,10 +53,10 @@ def test_streamed_chunks_make_the_one_shot_speech(speaker):
         assert c.start <= c.words[0].start_time and c.words[-1].end_time <= c.start + len(c.audio) / 24000 + 1e-9
 
 
-def test_packed_and_streamed_chunks_each_equal_their_solo_runs(speaker):
-    """A packed plan (what `say` uses) is one chunk here; each chunk of a plan equals its solo synthesis."""
+def test_each_chunk_of_a_plan_equals_its_solo_run(speaker):
+    """The chunks of a plan run as one batch; each equals its solo synthesis with its own seed."""
     plan = speaker.plan(TEXT, "af_heart", speed=SPEED, seed=5)
-    assert len(plan.chunks) == 1 and plan.chunks[0].seed == 5
+    assert [c.seed for c in plan.chunks] == [5, 6, 7, 8]
     for chunk in speaker.run(plan):
         p = plan.chunks[chunk.index]
         solo, _ = speaker.model.synthesize(p.tokens, p.style, speed=SPEED, noise_seed=p.seed)

@@ -12,15 +12,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from kokoro_tvm_ext.book.output import BookOutput, ChapterAudio
 from kokoro_tvm_ext.book.plan import UNIT_CHARS, Unit, chapter_units
 from kokoro_tvm_ext.book.render import Reading, UnitAudio, render_unit
 from kokoro_tvm_ext.book.resume import ChapterStore
 from kokoro_tvm_ext.book.sources import Book, Chapter
-from kokoro_tvm_ext.errors import InvalidInputError
+from kokoro_tvm_ext.speech import Speech
 from kokoro_tvm_ext.support.cache import interrupts_deferred
+from kokoro_tvm_ext.support.errors import InvalidInputError
 
 
 class LocalExecutor:
@@ -38,13 +37,7 @@ class LocalExecutor:
 
 
 def _assemble(title: str, parts: list[UnitAudio], sample_rate: int) -> ChapterAudio:
-    samples, timings, offset = [], [], 0
-    for part in parts:
-        seconds = offset / sample_rate
-        timings += [(w, s + seconds, e + seconds, space) for w, s, e, space in part.timings]
-        samples.append(part.samples)
-        offset += len(part.samples)
-    return ChapterAudio(title, np.concatenate(samples) if samples else np.zeros(0, np.int16), timings)
+    return ChapterAudio(title, Speech.concat([part.speech for part in parts], sample_rate))
 
 
 def _progress(total_chars: int, done_chapters: int, chapters: int, quiet: bool):
@@ -78,7 +71,7 @@ def speak_book(
     for i, chapter in enumerate(chapters):
         kept = store.load(i, chapter)
         if kept is not None:
-            finished[i] = ChapterAudio(chapter.title, *kept)
+            finished[i] = ChapterAudio(chapter.title, kept)
             continue
         mine = chapter_units(chapter, i, unit_chars)
         expected[i] = len(mine)
@@ -95,7 +88,7 @@ def speak_book(
             if len(received[ch]) == expected[ch]:
                 parts = [received[ch][k] for k in range(expected[ch])]
                 audio = _assemble(chapters[ch].title, parts, sample_rate)
-                store.save(ch, chapters[ch], audio.samples, audio.timings)
+                store.save(ch, chapters[ch], audio.speech)
                 finished[ch] = audio
                 del received[ch]
     missing = sorted(set(range(len(chapters))) - set(finished))

@@ -3,8 +3,9 @@ directory of per-chapter files; optional per-chapter ``.srt``. Every file is wri
 temp name first and all are renamed together at the end (``support.cache.AtomicFiles``), so
 an interrupted or failed write leaves no file of the book, partial or whole.
 
-Encoding goes through FFmpeg via PyAV (the ``serve`` extra): AAC in an MPEG-4 audiobook
-(chapters as a QuickTime chapter track and Nero ``chpl``), MP3 with ID3v2 ``CHAP`` frames.
+Audio goes through the speech layer's one writer (``speech.audio``: FFmpeg via PyAV): AAC in an
+MPEG-4 audiobook (chapters as a QuickTime chapter track and Nero ``chpl``), MP3 with ID3v2 ``CHAP``
+frames.
 """
 
 from __future__ import annotations
@@ -13,45 +14,42 @@ import contextlib
 import os
 import re
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
 from kokoro_tvm_ext.book.paths import ROOM, TEMP_TAG, chapter_stems, name_max, remove_leftovers
-from kokoro_tvm_ext.errors import InvalidInputError, MissingAssetError, UnwritablePathError
+from kokoro_tvm_ext.speech import Speech
+from kokoro_tvm_ext.speech.audio import FORMATS, SUFFIXES, Chapter, check_format, write_audio
+from kokoro_tvm_ext.speech.subtitles import render
 from kokoro_tvm_ext.support.cache import AtomicFiles, check_writable_dir, check_writable_file
+from kokoro_tvm_ext.support.errors import InvalidInputError, UnwritablePathError
 
-# suffix -> (muxer, codec, the codec's sample format, bit rate or None)
-FILE_FORMATS = {
-    ".m4b": ("ipod", "aac", "fltp", 96_000),
-    ".mp3": ("mp3", "libmp3lame", "s16p", 128_000),
-}
+# A single file holds the chapters as markers: the suffixes of the formats that carry them (.mp3, .m4a, .m4b).
+BOOK_SUFFIXES = tuple(suffix for suffix, fmt in SUFFIXES.items() if FORMATS[fmt].chapters)
 # per-chapter files in a directory
-CHAPTER_FORMATS = {
-    "wav": ("wav", "pcm_s16le", "s16", None),
-    "flac": ("flac", "flac", "s16", None),
-    "mp3": FILE_FORMATS[".mp3"],
-    "m4a": ("ipod", "aac", "fltp", 96_000),
-}
+CHAPTER_FORMATS = ("wav", "flac", "mp3", "m4a")
 
 
 @dataclass
 class ChapterAudio:
     title: str
-    samples: np.ndarray  # int16
-    timings: list  # (word, start s, end s, space_after) from the chapter's start
+    speech: Speech  # 16-bit samples, word timings from the chapter's start
+
+    @property
+    def samples(self) -> np.ndarray:
+        return self.speech.audio
 
 
 def output_kind(output: str | Path) -> str:
-    """``"file"`` for .m4b/.mp3, ``"dir"`` for an existing directory or a name without a suffix."""
+    """``"file"`` for a name in ``BOOK_SUFFIXES``, ``"dir"`` for an existing directory or a name without a suffix."""
     path = Path(output)
     if path.is_dir() or str(output).endswith(os.sep) or not path.suffix:
         return "dir"
-    if path.suffix.lower() in FILE_FORMATS:
+    if path.suffix.lower() in BOOK_SUFFIXES:
         return "file"
     raise InvalidInputError(
-        f"-o {output}: unknown output type {path.suffix!r}; give a .m4b or .mp3 file "
+        f"-o {output}: unknown output type {path.suffix!r}; give a {', '.join(BOOK_SUFFIXES)} file "
         "or a directory (one file per chapter)"
     )
 
@@ -70,6 +68,11 @@ class BookOutput:
         self.subtitles = subtitles
 
     @property
+    def audio_format(self) -> str:
+        """The format of the book's file, or of each chapter's."""
+        return SUFFIXES[self.path.suffix.lower()] if self.kind == "file" else self.chapter_format
+
+    @property
     def directory(self) -> Path:
         """Where the files go: the output directory, or the file's."""
         return self.path if self.kind == "dir" else self.path.parent
@@ -78,7 +81,7 @@ class BookOutput:
         """Fail early, before any speech, if the output cannot be written: a missing or unwritable
         directory, a file where a directory goes, a name too long for the filesystem, PyAV missing
         (it encodes every format)."""
-        _av()
+        check_format(self.audio_format)
         parent = self.path.parent  # also holds the work directory (.NAME.book/)
         if not parent.is_dir():
             raise UnwritablePathError(f"cannot write {self.given}: directory {parent} does not exist")
@@ -133,32 +136,20 @@ class BookOutput:
             if self.kind == "file":
                 marks, start = [], 0
                 for ch in chapters:
-                    marks.append((ch.title, start, start + len(ch.samples)))
+                    marks.append(Chapter(ch.title, start, start + len(ch.samples)))
                     start += len(ch.samples)
-                encode(
-                    files.temp(self.path),
-                    FILE_FORMATS[self.path.suffix.lower()],
-                    (c.samples for c in chapters),
-                    sample_rate,
-                    title=title,
-                    chapters=marks,
-                )
+                pieces = (c.samples for c in chapters)
+                write_audio(self.path, pieces, sample_rate, self.audio_format, files=files, title=title, chapters=marks)
             else:
                 made = not self.path.is_dir()
                 self.path.mkdir(exist_ok=True)
                 for name, ch in zip(names, chapters):
                     path = name.with_name(f"{name.name}.{self.chapter_format}")
-                    encode(
-                        files.temp(path),
-                        CHAPTER_FORMATS[self.chapter_format],
-                        [ch.samples],
-                        sample_rate,
-                        title=ch.title,
-                    )
+                    write_audio(path, [ch.samples], sample_rate, self.chapter_format, files=files, title=ch.title)
             if self.subtitles:
                 for name, ch in zip(names, chapters):
                     with files.open(name.with_name(f"{name.name}.srt")) as f:
-                        f.write(srt_bytes(ch.timings))
+                        f.write(srt_bytes(ch.speech.words))
         except BaseException:
             files.discard()
             if made:
@@ -168,70 +159,10 @@ class BookOutput:
         return files
 
 
-def _av():
-    try:
-        import av
-    except ImportError:
-        raise MissingAssetError(
-            "writing audio files needs PyAV: pip install 'kokoro-tvm-ext[book]' (in a clone: bash scripts/setup.sh "
-            "--extras compile,assets,book)"
-        ) from None
-    return av
+def srt_bytes(words) -> bytes:
+    """A chapter's word timings as an .srt file."""
 
-
-def encode(
-    path: Path,
-    spec: tuple,
-    pieces,
-    sample_rate: int,
-    *,
-    title: str | None = None,
-    chapters: list[tuple[str, int, int]] | None = None,
-) -> None:
-    """Encode int16 ``pieces`` one after another into ``path``; ``chapters``: (title, first sample,
-    end sample)."""
-    av = _av()
-    muxer, codec, sample_format, bit_rate = spec
-    with av.open(str(path), mode="w", format=muxer) as out:
-        stream = out.add_stream(codec, rate=sample_rate, layout="mono")
-        if bit_rate:
-            stream.bit_rate = bit_rate
-        if title:
-            out.metadata["title"] = title
-        if chapters:
-            out.set_chapters(
-                [
-                    {
-                        "id": i + 1,
-                        "start": start,
-                        "end": end,
-                        "time_base": Fraction(1, sample_rate),
-                        "metadata": {"title": name},
-                    }
-                    for i, (name, start, end) in enumerate(chapters)
-                ]
-            )
-        resampler = av.AudioResampler(format=sample_format, layout="mono", rate=sample_rate)
-        pts = 0
-        for pcm in pieces:
-            if not len(pcm):
-                continue
-            frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(pcm, "<i2")[None, :], format="s16", layout="mono")
-            frame.sample_rate, frame.pts = sample_rate, pts
-            pts += len(pcm)
-            for converted in resampler.resample(frame):
-                out.mux(stream.encode(converted))
-        for converted in resampler.resample(None):
-            out.mux(stream.encode(converted))
-        out.mux(stream.encode(None))
-
-
-def srt_bytes(timings) -> bytes:
-    """A chapter's word timings ((word, start s, end s, space_after)) as an .srt file."""
-    from kokoro_tvm_ext.speech.subtitles import render
-    from kokoro_tvm_ext.speech.timestamps import WordTiming
-
-    return render([WordTiming(w, s, e, bool(space)) for w, s, e, space in timings], ".srt").encode()
+    return render(words, ".srt").encode()
 
 
 def write_book(

@@ -2,7 +2,9 @@
 
 A unit is a run of whole paragraphs of one chapter (about ``max_chars`` characters),
 the piece one worker speaks in one go: its own G2P, chunking and one batched
-synthesis. Units depend only on the text, and a chunk's seed only on (base seed,
+synthesis. A chapter is one speech: paragraphs are hard boundaries and every sentence
+is read alone, so its units speak as the whole chapter would, the first unit's first
+chunk cut early. Units depend only on the text, and a chunk's seed only on (base seed,
 chapter, unit, chunk), never on which worker runs it or when, so one process and a
 cluster write the same samples.
 """
@@ -13,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kokoro_tvm_ext.book.sources import Chapter, paragraphs
-from kokoro_tvm_ext.errors import InvalidInputError
+from kokoro_tvm_ext.book.sources import Chapter
+from kokoro_tvm_ext.support.errors import InvalidInputError
 
 UNIT_CHARS = 1500  # ~100 s of speech: long enough to batch, short enough to spread a chapter
 
@@ -41,7 +43,7 @@ def chapter_units(chapter: Chapter, chapter_index: int, max_chars: int = UNIT_CH
         raise InvalidInputError(f"max_chars must be positive, got {max_chars}")
     groups: list[list[str]] = []
     size = 0
-    for para in paragraphs(chapter.text):
+    for para in chapter.paragraphs:
         if groups and size + len(para) <= max_chars:
             groups[-1].append(para)
             size += len(para)

@@ -11,11 +11,13 @@ artifact at the same path (``--artifact``, or the same cache directory).
 from __future__ import annotations
 
 import socket
+from dataclasses import replace
 from pathlib import Path
 
 from kokoro_tvm_ext.book.plan import Unit
 from kokoro_tvm_ext.book.render import Reading, UnitAudio, render_in_process
-from kokoro_tvm_ext.errors import ArtifactMissingError, InvalidInputError, KokoroError, MissingAssetError
+from kokoro_tvm_ext.speech.config import SpeakerConfig
+from kokoro_tvm_ext.support.errors import ArtifactMissingError, InvalidInputError, KokoroError, MissingAssetError
 
 TASK_RETRIES = 5
 
@@ -28,13 +30,14 @@ def _ray():
     return ray
 
 
-def _render_task(artifact: str, threads: int, unit: Unit, reading: Reading) -> UnitAudio:
-    if not (Path(artifact) / "meta.json").is_file():
+def _render_task(config: SpeakerConfig, unit: Unit, reading: Reading) -> UnitAudio:
+    artifact = Path(config.artifact)
+    if not (artifact / "meta.json").is_file():
         raise ArtifactMissingError(
             f"no artifact at {artifact} on node {socket.gethostname()}: every node needs "
             "it at the same path (copy it there, or give --artifact)"
         )
-    return render_in_process(artifact, threads, unit, reading)
+    return render_in_process(config, unit, reading)
 
 
 def _check_reachable(address: str) -> None:
@@ -51,12 +54,14 @@ def _check_reachable(address: str) -> None:
 
 
 class RayExecutor:
-    """Connects to the cluster at ``address`` (``auto``: the one this machine belongs to)."""
+    """Connects to the cluster at ``address`` (``auto``: the one this machine belongs to); every task opens
+    ``config`` (resolved: its artifact found, at the same path on every node), on ``config.threads`` (default 1)."""
 
-    def __init__(self, address: str, artifact: str, threads: int = 1):
+    def __init__(self, address: str, config: SpeakerConfig):
         ray = _ray()
         self._ray = ray
-        self.artifact, self.threads = str(artifact), threads
+        threads = config.threads or 1
+        self.config, self.threads = replace(config, threads=threads, lexicon=None), threads
         _check_reachable(address)
         try:
             ray.init(address=address, logging_level="ERROR", log_to_driver=False, configure_logging=False)
@@ -79,7 +84,7 @@ class RayExecutor:
         while queue or pending:
             while queue and len(pending) < 2 * self.slots:
                 unit = queue.pop()
-                pending[self._task.remote(self.artifact, self.threads, unit, reading_ref)] = unit.key
+                pending[self._task.remote(self.config, unit, reading_ref)] = unit.key
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:
                 key = pending.pop(ref)

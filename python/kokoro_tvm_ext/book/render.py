@@ -1,4 +1,4 @@
-"""One unit of a book -> its 16-bit samples and word timings: the work every worker does.
+"""One unit of a book -> its speech (16-bit samples and word timings): the work every worker does.
 
 The same function runs in the driver (one process) and in Ray workers, so both give
 the same samples. A process loads its Speaker once (``speaker``) and keeps it for
@@ -9,15 +9,24 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from kokoro_tvm_ext.book.plan import Unit, chunk_seed
-from kokoro_tvm_ext.errors import InvalidInputError
-from kokoro_tvm_ext.speech import Voice
+from kokoro_tvm_ext.speech import (
+    FIRST_CHUNK_TOKENS,
+    LanguageMismatchWarning,
+    Speaker,
+    Speech,
+    UnknownPhonemeWarning,
+    Voice,
+    join,
+)
+from kokoro_tvm_ext.speech.audio import to_int16
+from kokoro_tvm_ext.speech.config import SpeakerConfig
 from kokoro_tvm_ext.speech.lexicon import Lexicon
+from kokoro_tvm_ext.support.errors import InvalidInputError
 
 
 @dataclass(frozen=True)
@@ -33,30 +42,25 @@ class Reading:
 @dataclass
 class UnitAudio:
     key: tuple[int, int]  # (chapter, unit)
-    samples: np.ndarray  # int16, 24 kHz mono
-    # (word, start s, end s, space_after), from the unit's first sample
-    timings: list[tuple[str, float, float, bool]]
+    speech: Speech  # 16-bit samples (half the bytes to ship from a worker) and word timings from its start
     seconds: float = 0.0  # the time this unit took where it ran (for benchmarks)
 
 
-_SPEAKERS: dict[tuple[str, int | None], object] = {}
+_SPEAKERS: dict[tuple, object] = {}
 
 
-def speaker(artifact: str | Path, threads: int | None = None):
-    """This process's Speaker on the artifact (loaded on first use, then kept)."""
-    key = (str(artifact), threads)
+def speaker(config: SpeakerConfig):
+    """This process's Speaker for ``config`` (opened on first use, then kept). The book reads with
+    ``Reading.lexicon``, so the config's own lexicon, if any, is not part of what is kept."""
+    key = (str(config.artifact), str(config.weights), config.precision, repr(config.target), config.threads)
     if key not in _SPEAKERS:
-        from kokoro_tvm_ext.speech import Speaker
-
-        _SPEAKERS[key] = Speaker.load(artifact, threads=threads)
+        _SPEAKERS[key] = Speaker.open(replace(config, lexicon=None), quiet=True)
     return _SPEAKERS[key]
 
 
 def render_unit(speaker, unit: Unit, reading: Reading) -> UnitAudio:
     """Speak a unit (its paragraphs, one sentence per chunk, batched); chunk ``k`` gets
     ``chunk_seed(seed, chapter, unit, k)``, so any worker gives the same samples."""
-    from kokoro_tvm_ext.speech import LanguageMismatchWarning, UnknownPhonemeWarning, join
-    from kokoro_tvm_ext.speech.encoders import to_int16
 
     start = time.perf_counter()
     with warnings.catch_warnings():
@@ -70,16 +74,16 @@ def render_unit(speaker, unit: Unit, reading: Reading) -> UnitAudio:
                 reading.voice,
                 speed=reading.speed,
                 chunk_seeds=lambda k: chunk_seed(reading.seed, unit.chapter, unit.index, k),
-                pack_sentences=False,
+                first_chunk_tokens=FIRST_CHUNK_TOKENS if unit.index == 0 else None,  # a chapter is one speech
                 lexicon=reading.lexicon,
             )
         except InvalidInputError:  # nothing pronounceable in this unit (a "* * *" paragraph)
-            return UnitAudio(unit.key, np.zeros(0, np.int16), [], time.perf_counter() - start)
+            silence = Speech(np.zeros(0, np.int16), speaker.sample_rate, [])
+            return UnitAudio(unit.key, silence, time.perf_counter() - start)
     speech = join(list(speaker.run(plan)), speaker.sample_rate)
-    timings = [(t.word, t.start_time, t.end_time, t.space_after) for t in speech.words]
-    return UnitAudio(unit.key, to_int16(speech.audio), timings, time.perf_counter() - start)
+    return UnitAudio(unit.key, replace(speech, audio=to_int16(speech.audio)), time.perf_counter() - start)
 
 
-def render_in_process(artifact: str, threads: int | None, unit: Unit, reading: Reading) -> UnitAudio:
-    """``render_unit`` on this process's Speaker (what a Ray task runs)."""
-    return render_unit(speaker(artifact, threads), unit, reading)
+def render_in_process(config: SpeakerConfig, unit: Unit, reading: Reading) -> UnitAudio:
+    """``render_unit`` on this process's Speaker for ``config`` (what a Ray task runs)."""
+    return render_unit(speaker(config), unit, reading)

@@ -1,7 +1,7 @@
 """Finished chapters kept on disk, so an interrupted book resumes where it stopped.
 
 The store is a work directory next to the output (``.NAME.book/``). Each finished
-chapter is one ``.npz`` (16-bit samples and word timings) whose name holds a hash of
+chapter is one ``.npz`` (16-bit samples, their rate and word timings) whose name holds a hash of
 the settings and the chapter's title and text: a rerun with the same input and
 settings finds it, a changed chapter or setting does not. Files are written to a
 temp name and renamed, so a chapter interrupted half-way never looks finished.
@@ -15,15 +15,18 @@ import hashlib
 import json
 import os
 import shutil
+from dataclasses import astuple
 from pathlib import Path
 
 import numpy as np
 
 from kokoro_tvm_ext.book.sources import Chapter
-from kokoro_tvm_ext.errors import UnwritablePathError
+from kokoro_tvm_ext.speech import Speech
+from kokoro_tvm_ext.speech.timestamps import WordTiming
 from kokoro_tvm_ext.support.cache import atomic_write
+from kokoro_tvm_ext.support.errors import UnwritablePathError
 
-FORMAT = 1  # bump when the stored layout or how units are cut changes
+FORMAT = 2  # bump when the stored layout or how units are cut changes
 
 
 def settings_key(**settings) -> str:
@@ -46,22 +49,27 @@ class ChapterStore:
         digest = hashlib.sha256(f"{self.settings}\0{chapter.title}\0{chapter.text}".encode()).hexdigest()[:20]
         return self.dir / f"{index:04d}-{digest}.npz"
 
-    def load(self, index: int, chapter: Chapter):
-        """(int16 samples, timings) of a finished chapter, or None."""
+    def load(self, index: int, chapter: Chapter) -> Speech | None:
+        """The speech of a finished chapter (16-bit samples, word timings), or None."""
         path = self.path(index, chapter)
         if not path.is_file():
             return None
         try:
             with np.load(path, allow_pickle=False) as z:
-                words = json.loads(bytes(z["words"]).decode())
-                return z["samples"], [tuple(w) for w in words]
-        except (OSError, ValueError, KeyError):  # damaged: speak it again
+                words = [WordTiming(*fields) for fields in json.loads(bytes(z["words"]).decode())]
+                return Speech(z["samples"], int(z["sample_rate"]), words)
+        except (OSError, ValueError, KeyError, TypeError):  # damaged: speak it again
             return None
 
-    def save(self, index: int, chapter: Chapter, samples: np.ndarray, timings) -> None:
-        words = np.frombuffer(json.dumps([list(t) for t in timings]).encode(), np.uint8)
+    def save(self, index: int, chapter: Chapter, speech: Speech) -> None:
+        words = [astuple(w) for w in speech.words]
         with atomic_write(self.path(index, chapter)) as f:
-            np.savez(f, samples=np.asarray(samples, np.int16), words=words)
+            np.savez(
+                f,
+                samples=np.asarray(speech.audio, np.int16),
+                sample_rate=np.int64(speech.sample_rate),
+                words=np.frombuffer(json.dumps(words).encode(), np.uint8),
+            )
 
     def kept(self, chapters: list[Chapter]) -> int:
         """How many of ``chapters`` are finished here."""

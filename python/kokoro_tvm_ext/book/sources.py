@@ -1,4 +1,4 @@
-"""A book file -> its chapters (title and plain text, paragraphs separated by blank lines).
+"""A book file -> its chapters: a title and the paragraphs to speak, each on one line.
 
 ``.epub``: one chapter per table-of-contents entry (read with ebooklib), spanning the
 spine documents from that entry's document up to the next entry's; text before the
@@ -6,6 +6,10 @@ first entry is a "Front matter" chapter. Without a table of contents, each spine
 document with text is a chapter. ``.md``: a chapter at each top-level ``#`` heading.
 ``.txt``: a chapter at each paragraph that is one short line looking like a heading
 ("Chapter 3", "PART TWO", "XII", ...), else the whole file is one chapter.
+
+A chapter's heading is spoken as its own paragraph, first (an EPUB document's heading is in
+its text already), so it never runs into the sentence after it. The text is split into
+paragraphs once, here: units of work are runs of these paragraphs.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
-from kokoro_tvm_ext.errors import InvalidInputError, MissingAssetError
+from kokoro_tvm_ext.support.errors import InvalidInputError, MissingAssetError
 
 EXTENSIONS = (".epub", ".md", ".markdown", ".txt")
 FRONT_MATTER = "Front matter"
@@ -24,7 +28,12 @@ FRONT_MATTER = "Front matter"
 @dataclass(frozen=True)
 class Chapter:
     title: str
-    text: str  # paragraphs separated by one blank line
+    paragraphs: tuple[str, ...]  # each on one line, single spaces; a spoken heading is the first
+
+    @property
+    def text(self) -> str:
+        """The paragraphs separated by blank lines, as the speech pipeline reads paragraphs."""
+        return "\n\n".join(self.paragraphs)
 
 
 @dataclass(frozen=True)
@@ -54,7 +63,7 @@ def read_book(path: str | Path) -> Book:
         chapters = (
             _markdown_chapters(text, path.stem) if suffix in (".md", ".markdown") else _text_chapters(text, path.stem)
         )
-    chapters = [c for c in chapters if c.text.strip()]
+    chapters = [c for c in chapters if c.paragraphs]
     if not chapters:
         raise InvalidInputError(f"{path}: the book has no text to speak")
     return Book(title, chapters)
@@ -62,11 +71,12 @@ def read_book(path: str | Path) -> Book:
 
 def paragraphs(text: str) -> list[str]:
     """Blank-line-separated paragraphs, each on one line with single spaces."""
-    return [" ".join(p.split()) for p in re.split(r"\n[ \t\r\f\v]*\n", text) if p.strip()]
+    return [" ".join(p.split()) for p in _blocks(text)]
 
 
-def _join(paras) -> str:
-    return "\n\n".join(p for p in (" ".join(x.split()) for x in paras) if p)
+def _blocks(text: str) -> list[str]:
+    """The blank-line-separated blocks of text, as written (their lines kept)."""
+    return [p.strip() for p in re.split(r"\n[ \t\r\f\v]*\n", text) if p.strip()]
 
 
 # -- plain text -------------------------------------------------------------------------
@@ -88,20 +98,20 @@ def _looks_like_heading(paragraph: str) -> bool:
     return len(letters) >= 2 and all(c.isupper() for c in letters) and not line.endswith((".", ",", ";"))
 
 
+def _chapter(title: str | None, body: list[str], untitled: str) -> list[Chapter]:
+    """The chapter under a heading (spoken first) or none (``untitled`` names it): none without text."""
+    return [Chapter(title or untitled, (title, *body) if title else tuple(body))] if body else []
+
+
 def _text_chapters(text: str, stem: str) -> list[Chapter]:
-    raw = [p.strip() for p in re.split(r"\n[ \t\r\f\v]*\n", text) if p.strip()]
     chapters, title, body = [], None, []
-    for para in raw:
-        if _looks_like_heading(para):
-            if title is not None or body:
-                chapters.append(Chapter(title or FRONT_MATTER, _join(body)))
-            title, body = " ".join(para.split()), []
+    for block in _blocks(text):
+        if _looks_like_heading(block):
+            chapters += _chapter(title, body, FRONT_MATTER)
+            title, body = " ".join(block.split()), []
         else:
-            body.append(para)
-    if title is None:  # no headings: the whole file is one chapter
-        return [Chapter(stem, _join(body))]
-    chapters.append(Chapter(title, _join(body)))
-    return chapters
+            body.append(" ".join(block.split()))
+    return chapters + _chapter(title, body, stem)  # no heading at all: one chapter, named after the file
 
 
 # -- markdown ----------------------------------------------------------------------------
@@ -137,8 +147,7 @@ def _markdown_chapters(text: str, stem: str) -> list[Chapter]:
     for line in lines:
         m = _MD_HEADING.match(line)
         if m and len(m.group(1)) == top:
-            if title is not None or "".join(body).strip():
-                chapters.append(Chapter(title or FRONT_MATTER, _join(paragraphs("\n".join(body)))))
+            chapters += _chapter(title, paragraphs("\n".join(body)), FRONT_MATTER)
             title, body = _markdown_plain(m.group(2)), []
         elif m:  # a lower heading is a paragraph of its own
             body += ["", _markdown_plain(m.group(2)), ""]
@@ -146,8 +155,7 @@ def _markdown_chapters(text: str, stem: str) -> list[Chapter]:
             body.append("")
         else:
             body.append(_markdown_plain(line))
-    chapters.append(Chapter(title or stem, _join(paragraphs("\n".join(body)))))
-    return chapters
+    return chapters + _chapter(title, paragraphs("\n".join(body)), stem)
 
 
 # -- EPUB --------------------------------------------------------------------------------
@@ -217,12 +225,12 @@ class _HtmlText(HTMLParser):
                 self._heading_parts.append(data)
 
 
-def html_text(markup: bytes | str) -> tuple[str, str | None]:
-    """(paragraphs of the document's text, its first h1/h2 heading or None)."""
+def html_text(markup: bytes | str) -> tuple[list[str], str | None]:
+    """(the paragraphs of the document's text, its first h1/h2 heading or None)."""
     parser = _HtmlText()
     parser.feed(markup.decode("utf-8", errors="replace") if isinstance(markup, bytes) else markup)
     parser.close()
-    return _join(paragraphs("".join(parser.parts))), parser.heading
+    return paragraphs("".join(parser.parts)), parser.heading
 
 
 def _toc_entries(toc) -> list[tuple[str, str]]:
@@ -272,13 +280,15 @@ def _epub_chapters(path: Path) -> tuple[str, list[Chapter]]:
             titles_at[names.index(name)].append(title)
     starts = sorted(titles_at)
     if not starts:  # no usable table of contents: one chapter per document
-        return book_title, [Chapter(heading or f"Chapter {i + 1}", text) for i, (text, heading) in enumerate(texts)]
+        return book_title, [
+            Chapter(heading or f"Chapter {i + 1}", tuple(paras)) for i, (paras, heading) in enumerate(texts)
+        ]
     chapters = []
     if starts[0] > 0:
-        chapters.append(Chapter(FRONT_MATTER, "\n\n".join(t for t, _ in texts[: starts[0]] if t)))
+        chapters.append(Chapter(FRONT_MATTER, tuple(p for paras, _ in texts[: starts[0]] for p in paras)))
     for k, first in enumerate(starts):
         end = starts[k + 1] if k + 1 < len(starts) else len(texts)
         # A part and its first chapter in one document: "Part One: Chapter 1".
         title = ": ".join(t for t in titles_at[first] if t) or f"Chapter {k + 1}"
-        chapters.append(Chapter(title, "\n\n".join(t for t, _ in texts[first:end] if t)))
+        chapters.append(Chapter(title, tuple(p for paras, _ in texts[first:end] for p in paras)))
     return book_title, chapters

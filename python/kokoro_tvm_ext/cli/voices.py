@@ -14,7 +14,10 @@ examples:
 
 from __future__ import annotations
 
-from kokoro_tvm_ext.errors import InvalidInputError
+from kokoro_tvm_ext.speech import list_voices, resolve_lang
+from kokoro_tvm_ext.speech.g2p.languages import BY_CODE
+from kokoro_tvm_ext.speech.voices import sdist
+from kokoro_tvm_ext.support.errors import InvalidInputError
 
 HELP = "list the voices (name, language, gender, source); --install unpacks all 54"
 
@@ -36,15 +39,11 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from kokoro_tvm_ext.speech import list_voices, resolve_lang
-    from kokoro_tvm_ext.speech.g2p.languages import BY_CODE
 
     if args.sdist and not args.install:
         raise InvalidInputError("--from needs --install")
     if args.install:
-        from kokoro_tvm_ext.speech.assets import sdist_voices
-
-        sdist_voices.install(args.sdist)
+        sdist.install(args.sdist)
     voices = list_voices()
     if args.lang:
         code = resolve_lang(args.lang)

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kokoro_tvm_ext.errors import InvalidInputError
+from kokoro_tvm_ext.model.weights.files import SAFETENSORS, read_checkpoint
+from kokoro_tvm_ext.support.cache import AtomicFiles, check_writable_file
+from kokoro_tvm_ext.support.errors import InvalidInputError
 
 HELP = "convert a Kokoro .pth checkpoint to .safetensors (which loads without torch)"
 
@@ -26,9 +28,6 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from safetensors.numpy import save_file
-
-    from kokoro_tvm_ext.speech.assets.checkpoint import SAFETENSORS, read_checkpoint
-    from kokoro_tvm_ext.support.cache import AtomicFiles, check_writable_file
 
     out = Path(args.output)
     if out.suffix.lower() != SAFETENSORS:

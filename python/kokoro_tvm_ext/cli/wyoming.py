@@ -25,11 +25,13 @@ from kokoro_tvm_ext.cli.options import (
     VOICE_HELP,
     add_model_arguments,
     add_scheduler_arguments,
-    check_model_arguments,
     check_scheduler_arguments,
-    load_speaker,
+    speaker_config,
 )
-from kokoro_tvm_ext.errors import InvalidInputError, MissingAssetError
+from kokoro_tvm_ext.serve.scheduler import Scheduler
+from kokoro_tvm_ext.speech import DEFAULT_VOICE, Speaker
+from kokoro_tvm_ext.speech.speaker import MAX_SPEED, MIN_SPEED
+from kokoro_tvm_ext.support.errors import InvalidInputError, MissingAssetError
 
 HELP = "speak for Home Assistant over the Wyoming protocol (streamed, every voice)"
 DEFAULT_URI = "tcp://127.0.0.1:10200"  # Wyoming's usual TTS port
@@ -42,7 +44,6 @@ def add_arguments(parser) -> None:
         help="where to listen: tcp://HOST:PORT or unix://PATH (default: %(default)s)",
     )
     add_model_arguments(parser, threads_help="threads for the model")
-    from kokoro_tvm_ext.speech import DEFAULT_VOICE
 
     parser.add_argument(
         "--voice",
@@ -76,8 +77,7 @@ def add_arguments(parser) -> None:
     )
 
 
-def _check(args) -> None:
-    from kokoro_tvm_ext.speech.speaker import MAX_SPEED, MIN_SPEED
+def _check(args):
 
     if not MIN_SPEED <= args.speed <= MAX_SPEED:
         raise InvalidInputError(f"--speed must be between {MIN_SPEED:g} and {MAX_SPEED:g}, got {args.speed}")
@@ -85,7 +85,7 @@ def _check(args) -> None:
         if getattr(args, flag) < 1:
             raise InvalidInputError(f"--{flag.replace('_', '-')} must be at least 1, got {getattr(args, flag)}")
     check_scheduler_arguments(args)
-    check_model_arguments(args)
+    return speaker_config(args)
 
 
 def import_wyoming():
@@ -100,16 +100,15 @@ def import_wyoming():
 
 
 def run(args) -> int:
-    _check(args)
+    config = _check(args)
     wyoming = import_wyoming()
-    from kokoro_tvm_ext.serve.scheduler import Scheduler
 
     sock = wyoming.listen(args.uri)  # before the model loads: a bad URI or a busy port fails at once
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     print("kokoro-tvm wyoming: loading the model", file=sys.stderr)
-    speaker = load_speaker(args)
+    speaker = Speaker.open(config)
     speaker.warm_up()
-    config = wyoming.WyomingConfig(
+    wyoming_config = wyoming.WyomingConfig(
         voice=args.voice,
         speed=args.speed,
         max_input_chars=args.max_input_chars,
@@ -117,7 +116,7 @@ def run(args) -> int:
         first_chunk_tokens=args.first_chunk_tokens,
     )
     scheduler = Scheduler(speaker, max_batch=args.max_batch, ahead=wyoming.CHUNKS_AHEAD)
-    service = wyoming.WyomingService(speaker, scheduler, config)
+    service = wyoming.WyomingService(speaker, scheduler, wyoming_config)
     print(f"kokoro-tvm wyoming: listening on {wyoming.address_of(sock)}", file=sys.stderr, flush=True)
     try:
         asyncio.run(service.serve(sock))

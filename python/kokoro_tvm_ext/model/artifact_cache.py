@@ -1,11 +1,15 @@
-"""Compiled artifacts cached per (weights, TVM, plugin, CPU), so `say` compiles once.
+"""Compiled artifacts cached per (weights, TVM, plugin, target), so `say` compiles once: :func:`ensure_artifact`.
 
-One compiled library serves every checkpoint of Kokoro's shapes (model/checkpoint.py). The entry for a
+One compiled library serves every checkpoint of Kokoro's shapes (model/binding.py). The entry for a
 set of weights comes from, in order: the cache (compiled or bound here before); any entry of the
-library compiled on this machine (same TVM, plugin, CPU, options), by binding the weights to it in
-seconds; the best installed prebuilt library (model/prebuilt.py), bound the same way into an entry of
-its own, so a later `kokoro-tvm compile` for this CPU is preferred to it; a compile, when the compiler
-is installed (else a one-line error naming what to install).
+library compiled here for the same target (same TVM, plugin, options), by binding the weights to it in
+seconds; for this machine's CPU, the best installed prebuilt library (model/prebuilt.py), bound the same
+way into an entry of its own, so a later `kokoro-tvm compile` for this CPU is preferred to it; a compile,
+when the compiler is installed (else a one-line error naming what to install).
+
+The target is this machine's CPU unless one is named: an LLVM CPU name (``x86-64-v3``) or a TVM target
+dict (``{"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "cortex-a76"}``), which keys the entry
+in place of this CPU's id and is what ``compile_kokoro`` compiles for.
 """
 
 from __future__ import annotations
@@ -14,28 +18,50 @@ import contextlib
 import fcntl
 import hashlib
 import importlib.util
+import json
 import os
+import platform
+import re
 import sys
 from pathlib import Path
+
+from kokoro_tvm_ext import _native
+from kokoro_tvm_ext.model.binding import bind_checkpoint
+from kokoro_tvm_ext.model.compile import compile_kokoro
+from kokoro_tvm_ext.model.prebuilt import DISTRIBUTION, best_prebuilt
+from kokoro_tvm_ext.model.runtime.artifact import load_checked_meta
+from kokoro_tvm_ext.model.runtime.cpu_features import host_cpu_id
+from kokoro_tvm_ext.model.weights import Weights, find_weights, load_kmodel
+from kokoro_tvm_ext.model.weights.files import check_fits, read_checkpoint
+from kokoro_tvm_ext.support.cache import Progress, atomic_directory, cache_dir
+from kokoro_tvm_ext.support.errors import ArtifactError, ArtifactMissingError, InvalidInputError
+from kokoro_tvm_ext.support.versions import installed_versions
 
 # What decides the compiled code besides the weights: every file of the plugin and model
 # layers (converters, passes, kernel interfaces, adapters, compile, runtime) and the native
 # library. Hashing them all means an upgraded or edited plugin never reuses an artifact built
 # by another version of itself, and a new file needs no list kept by hand.
 COMPILER_LAYERS = ("plugin", "model")
+# Left out: the weights package reads and rebuilds checkpoints, and the weights' own fingerprint
+# covers what it makes, so editing the rebuild keeps every compiled library.
+NOT_COMPILER = ("model/weights",)
 
 
 def compiler_files(package: Path | None = None) -> list[Path]:
     """The files whose bytes key a compiled artifact, in a stable order (caches excluded)."""
     package = package or Path(__file__).resolve().parents[1]
+    skipped = [package / folder for folder in NOT_COMPILER]
     files = []
     for layer in COMPILER_LAYERS:
-        files += sorted(f for f in (package / layer).rglob("*") if f.is_file() and "__pycache__" not in f.parts)
+        files += sorted(
+            f
+            for f in (package / layer).rglob("*")
+            if f.is_file() and "__pycache__" not in f.parts and not any(f.is_relative_to(s) for s in skipped)
+        )
     return files
 
 
 def compiler_fingerprint(package: Path | None = None) -> str:
-    import kokoro_tvm_ext._native as _native
 
     package = package or Path(__file__).resolve().parents[1]
     digest = hashlib.sha256(Path(_native.__file__).read_bytes())
@@ -45,26 +71,61 @@ def compiler_fingerprint(package: Path | None = None) -> str:
     return digest.hexdigest()[:12]
 
 
-def library_key(lstm_impl: str = "plugin", precision: str = "fp32") -> str:
+def target_spec(target: str | dict | None) -> dict | None:
+    """``target`` as ``compile_kokoro`` takes it: None (this machine's CPU), or a TVM LLVM target dict;
+    an LLVM CPU name (``"x86-64-v3"``, ``"cortex-a76"``) becomes ``{"kind": "llvm", "mcpu": name}``."""
+    if target is None:
+        return None
+    if isinstance(target, str):
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]*", target):
+            raise InvalidInputError(
+                f"target {target!r} is not an LLVM CPU name; give one such as x86-64-v3 or cortex-a76, "
+                'or a TVM target dict such as {"kind": "llvm", "mcpu": "x86-64-v3"}'
+            )
+        return {"kind": "llvm", "mcpu": target}
+    if not isinstance(target, dict) or target.get("kind") != "llvm":
+        raise InvalidInputError(
+            f"target must be an LLVM CPU name or a TVM target dict of kind llvm, got {target!r:.80}"
+        )
+    try:
+        json.dumps(target)
+    except (TypeError, ValueError):
+        raise InvalidInputError(
+            f"target {target!r:.80} holds values that are not JSON (strings, numbers, lists)"
+        ) from None
+    return dict(target)
+
+
+def target_id(target: dict | None) -> str:
+    """The target's part of a cache key: for this machine's CPU its model and features (from /proc/cpuinfo,
+    without LLVM); for a named target its CPU (or triple) and a hash of the whole dict."""
+    if target is None:
+        return host_cpu_id()
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", str(target.get("mcpu") or target.get("mtriple") or target["kind"]))
+    digest = hashlib.sha256(json.dumps(target, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return f"{name[:40]}-{digest[:8]}"
+
+
+def library_key(lstm_impl: str = "plugin", precision: str = "fp32", target: dict | None = None) -> str:
     """What decides the compiled library, weights aside. Computed without TVM's compiler (a cached
-    artifact is found in milliseconds): TVM's version from the package metadata, the CPU from /proc/cpuinfo."""
-    from kokoro_tvm_ext._native import __version__
-    from kokoro_tvm_ext._versions import installed_versions
-    from kokoro_tvm_ext.model.runtime.cpu_features import host_cpu_id
+    artifact is found in milliseconds): TVM's version from the package metadata, the target by
+    :func:`target_id`."""
 
     tvm_version = installed_versions()["apache-tvm"]
-    key = f"tvm{tvm_version}-ext{__version__}-{compiler_fingerprint()}-{host_cpu_id()}-{lstm_impl}"
+    key = f"tvm{tvm_version}-ext{_native.__version__}-{compiler_fingerprint()}-{target_id(target)}-{lstm_impl}"
     return key if precision == "fp32" else f"{key}-{precision}"
 
 
-def artifact_key(weights_fingerprint: str, lstm_impl: str = "plugin", precision: str = "fp32") -> str:
+def artifact_key(
+    weights_fingerprint: str, lstm_impl: str = "plugin", precision: str = "fp32", target: dict | None = None
+) -> str:
     """The cache entry's name: the weights' fingerprint, then :func:`library_key`."""
-    return f"{weights_fingerprint[:24]}-{library_key(lstm_impl, precision)}"
+    return f"{weights_fingerprint[:24]}-{library_key(lstm_impl, precision, target)}"
 
 
-def same_library(out: Path, lstm_impl: str, precision: str) -> Path | None:
+def same_library(out: Path, lstm_impl: str, precision: str, target: dict | None = None) -> Path | None:
     """A sound entry beside ``out`` compiled the same way (for other weights), else None."""
-    suffix = "-" + library_key(lstm_impl, precision)
+    suffix = "-" + library_key(lstm_impl, precision, target)
     if not out.parent.is_dir():
         return None
     for entry in sorted(out.parent.iterdir()):
@@ -75,15 +136,12 @@ def same_library(out: Path, lstm_impl: str, precision: str) -> Path | None:
 
 
 def cached_artifact_dir(key: str) -> Path:
-    from kokoro_tvm_ext.support.cache import cache_dir
 
     return cache_dir() / "artifacts" / key
 
 
 def cached_problem(out_dir: Path) -> str | None:
     """Why the cached artifact in ``out_dir`` cannot be used (None if it can)."""
-    from kokoro_tvm_ext.errors import ArtifactError, ArtifactMissingError
-    from kokoro_tvm_ext.model.runtime.artifact import load_checked_meta
 
     try:
         load_checked_meta(out_dir)
@@ -120,37 +178,80 @@ def compiler_installed() -> bool:
     return all(importlib.util.find_spec(module) is not None for module in COMPILER_MODULES)
 
 
+def ensure_artifact(
+    weights: str | os.PathLike | Weights | None = None,
+    *,
+    precision: str = "fp32",
+    target: str | dict | None = None,
+    lstm_impl: str = "plugin",
+    quiet: bool = False,
+    prebuilt: bool = True,
+) -> Path:
+    """The compiled artifact for ``weights`` (a :class:`Weights`, a checkpoint path, or None: the default
+    weights, see ``find_weights``), from the user cache: cached; else these weights bound to a cached
+    library compiled for the same target (seconds, no torch); else, for this machine's CPU and if
+    ``prebuilt``, bound to the best installed prebuilt library; else compiled (once, atomically; needs
+    the `compile` extra). ``target``: None for this machine's CPU, else an LLVM CPU name or a TVM target
+    dict. The weights are read, or built, only when the cache lacks their entry."""
+    weights = weights if isinstance(weights, Weights) else find_weights(weights)
+    target = target_spec(target)
+    out = cached_artifact_dir(artifact_key(weights.fingerprint(), lstm_impl, precision, target))
+    return ensure_compiled(
+        out,
+        lambda: load_kmodel(weights),
+        checkpoint=lambda: _fitting_checkpoint(weights),
+        target=target,
+        lstm_impl=lstm_impl,
+        precision=precision,
+        weights_fingerprint=weights.fingerprint(),
+        quiet=quiet,
+        prebuilt=prebuilt,
+    )
+
+
+def _fitting_checkpoint(weights: Weights) -> dict:
+    """The checkpoint's tensors, refused unless they are exactly Kokoro-82M's (a tensor missing, extra or of
+    another shape named): the library checks only the tensors it takes, so a checkpoint of a larger model
+    would otherwise run with its extra parts silently left out."""
+    path = weights.ensure_file()
+    state = read_checkpoint(path)
+    check_fits({name: array.shape for name, array in state.items()}, f"weights {path}")
+    return state
+
+
 def ensure_compiled(
     out: Path,
     make_model,
     *,
     checkpoint=None,
+    target: dict | None = None,
     lstm_impl: str = "plugin",
     precision: str = "fp32",
     weights_fingerprint: str | None = None,
     quiet: bool = False,
     prebuilt: bool = True,
 ) -> Path:
-    """The artifact for ``out``'s weights. ``out`` if it holds a sound artifact; else, given ``checkpoint``
-    (a callable returning the weights as KModel's flat state-dict names -> arrays): the weights bound to
-    an entry of the same library beside ``out``, else (if ``prebuilt``) to the best installed prebuilt
-    library, into an entry beside ``out`` named after it (returned); else ``make_model()`` compiled into
-    ``out``. Atomic either way; a missing compiler is a one-line ``ArtifactMissingError``."""
+    """The artifact in ``out``, made if needed: what :func:`ensure_artifact` runs, and what the tests use for a
+    KModel that is no checkpoint on disk (``make_model()`` returns it). ``out`` if it holds a sound artifact;
+    else, given ``checkpoint`` (a callable returning the weights as KModel's flat state-dict names -> arrays):
+    the weights bound to an entry of the same library beside ``out``, else (if ``prebuilt`` and ``target`` is
+    this machine's CPU) to the best installed prebuilt library, into an entry beside ``out`` named after it
+    (returned); else ``make_model()`` compiled for ``target`` into ``out``. Atomic either way; a missing
+    compiler is a one-line ``ArtifactMissingError``."""
     if out.exists() and cached_problem(out) is None:
         return out
+    check_runs_here(target)
     out.parent.mkdir(parents=True, exist_ok=True)
     with _one_compile_at_a_time(out.parent, quiet):
         problem = cached_problem(out) if out.exists() else "missing"
         if problem is None:  # another process made it while this one waited
             return out
-        base = same_library(out, lstm_impl, precision) if checkpoint is not None else None
+        base = same_library(out, lstm_impl, precision, target) if checkpoint is not None else None
         if base is not None:
             _bind_into(out, base, checkpoint, weights_fingerprint, quiet)
             return out
         found = None
-        if checkpoint is not None and prebuilt:
-            from kokoro_tvm_ext.model.prebuilt import best_prebuilt
-
+        if checkpoint is not None and prebuilt and target is None:  # the prebuilt levels are picked for this CPU
             found = best_prebuilt(lstm_impl, precision)
             if found.directory is not None:
                 entry = out.with_name(f"{out.name}-{found.key}")
@@ -158,29 +259,53 @@ def ensure_compiled(
                     _bind_into(entry, found.directory, checkpoint, weights_fingerprint, quiet)
                 return entry
         if not compiler_installed():
-            raise _no_compiler(found)
-        _compile_into(out, problem, make_model, lstm_impl, precision, weights_fingerprint, quiet)
+            raise _no_compiler(found, target)
+        _compile_into(out, problem, make_model, target, lstm_impl, precision, weights_fingerprint, quiet)
     return out
 
 
-def _no_compiler(found) -> Exception:
-    """What to install when there is neither a library for this CPU nor a compiler to make one."""
-    from kokoro_tvm_ext._native import __version__
-    from kokoro_tvm_ext.errors import ArtifactMissingError
-    from kokoro_tvm_ext.model.prebuilt import DISTRIBUTION
+# LLVM's architecture names for what Python's platform.machine() says.
+_ARCHITECTURES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
+
+
+def check_runs_here(target: dict | None) -> None:
+    """Refuse a target of another architecture, in one line: binding weights, and compiling (which binds
+    the model's own), run the library's weight transforms on this machine. Cross-linking will lift this."""
+    triple = (target or {}).get("mtriple")
+    if not triple:
+        return
+    here = platform.machine().lower()
+    here = _ARCHITECTURES.get(here, here)
+    wanted = str(triple).split("-")[0].lower()
+    if _ARCHITECTURES.get(wanted, wanted) != here:
+        raise InvalidInputError(
+            f"cannot build Kokoro for {triple} on this {here} machine: its weights are transformed by running "
+            f"the compiled library, which needs an {wanted} machine (cross-compiling is not supported yet); "
+            f"compile on an {wanted} machine"
+        )
+
+
+def _target_name(target: dict | None) -> str:
+    return "this CPU" if target is None else f"the target {target.get('mcpu') or target.get('mtriple') or target}"
+
+
+def _no_compiler(found, target: dict | None) -> Exception:
+    """What to install when there is neither a library for the target nor a compiler to make one."""
 
     refused = found.refused if found is not None else ()
     passed_over = f" (the installed prebuilt libraries do not fit: {'; '.join(refused)})" if refused else ""
+    prebuilt = (
+        f'install the prebuilt libraries (pip install "{DISTRIBUTION}=={_native.__version__}") or '
+        if target is None
+        else ""
+    )
     return ArtifactMissingError(
-        f"no compiled Kokoro for this CPU{passed_over} and no compiler to make one: install the prebuilt "
-        f'libraries (pip install "{DISTRIBUTION}=={__version__}") or the compiler (pip install '
-        '"kokoro-tvm-ext[compile]")'
+        f"no compiled Kokoro for {_target_name(target)}{passed_over} and no compiler to make one: {prebuilt}"
+        'install the compiler (pip install "kokoro-tvm-ext[compile]")'
     )
 
 
 def _bind_into(out: Path, base: Path, checkpoint, weights_fingerprint, quiet) -> None:
-    from kokoro_tvm_ext.model.checkpoint import bind_checkpoint
-    from kokoro_tvm_ext.support.cache import Progress
 
     state = checkpoint()  # first: building the default weights reports its own steps
     message = f"binding the weights to the compiled Kokoro in {base} (no compile)"
@@ -188,21 +313,24 @@ def _bind_into(out: Path, base: Path, checkpoint, weights_fingerprint, quiet) ->
         bind_checkpoint(base, state, out, weights_fingerprint)
 
 
-def _compile_into(out: Path, problem: str, make_model, lstm_impl, precision, weights_fingerprint, quiet) -> None:
-    from kokoro_tvm_ext.model.compile import compile_kokoro
+def _compile_into(
+    out: Path, problem: str, make_model, target, lstm_impl, precision, weights_fingerprint, quiet
+) -> None:
 
     if problem != "missing":
         print(f"kokoro-tvm: the cached artifact cannot be used, compiling it again: {problem}", file=sys.stderr)
     elif not quiet:
-        print(f"kokoro-tvm: compiling Kokoro for this CPU (once; a few minutes) into {out}", file=sys.stderr)
+        print(
+            f"kokoro-tvm: compiling Kokoro for {_target_name(target)} (once; a few minutes) into {out}", file=sys.stderr
+        )
     # Compiled into a temp dir beside the entry and renamed into place, so an
     # interrupted compile (Ctrl-C, a crash) never leaves a half-written entry.
-    from kokoro_tvm_ext.support.cache import atomic_directory
 
     with atomic_directory(out) as tmp:
         compile_kokoro(
             make_model(),
             tmp,
+            target=target,
             lstm_impl=lstm_impl,
             precision=precision,
             weights_fingerprint=weights_fingerprint,

@@ -22,10 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
-from kokoro_tvm_ext.errors import ArtifactCorruptError, CheckpointMismatchError
+from kokoro_tvm_ext import _native  # noqa: F401  (the plugin's packers, which the transforms call whatever the LSTM)
 from kokoro_tvm_ext.model.runtime.artifact import LIBRARY, META, load_checked_meta, write_meta
+from kokoro_tvm_ext.model.runtime.tvm_runtime import import_tvm, load_vm
 from kokoro_tvm_ext.model.runtime.weights import WEIGHTS, load_weights, write_weights
 from kokoro_tvm_ext.support.cache import atomic_directory
+from kokoro_tvm_ext.support.errors import ArtifactCorruptError, CheckpointMismatchError
 
 TRANSFORM_SUFFIX = "_transform_params"
 
@@ -97,14 +99,12 @@ def bind_checkpoint(base: Path, state: dict, out: Path, weights_fingerprint: str
     """The artifact ``base`` (any artifact of the library, with or without a checkpoint) with ``state``'s
     weights, written to ``out`` atomically: the library is linked (or copied), ``weights.bin`` rewritten.
     Seconds, not a compile. ``state``: KModel's flat state-dict names -> arrays."""
-    from kokoro_tvm_ext.model.runtime.tvm_runtime import import_tvm, load_vm
 
     tvm = import_tvm()  # TVM's runtime alone, first: importing tvm.runtime.vm before it loads the compiler (4 s)
     base, out = Path(base), Path(out)
     meta = load_checked_meta(base)
     if not meta["checkpoint_inputs"]:
         raise ArtifactCorruptError(f"{base} was compiled with its weights built in; it cannot take another checkpoint")
-    import kokoro_tvm_ext._native  # noqa: F401  (the plugin's packers, which the transforms call whatever the LSTM)
 
     vm = load_vm(base / LIBRARY, tvm)
     constants = library_constants(meta, load_weights(base / WEIGHTS, meta["weights_index"], tvm))

@@ -15,7 +15,13 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
+from kokoro_tvm_ext import _native
+from kokoro_tvm_ext.model.binding import function_inputs, transformed_weights
 from kokoro_tvm_ext.model.runtime.artifact import LIBRARY, META, write_meta
+from kokoro_tvm_ext.model.runtime.cpu_features import target_features
+from kokoro_tvm_ext.model.runtime.tvm_runtime import compiler_available
 from kokoro_tvm_ext.model.runtime.weights import WEIGHTS, write_weights
 from kokoro_tvm_ext.model.spec import MAX_TOKENS, SAMPLE_RATE
 from kokoro_tvm_ext.plugin.native_log import quiet_harmless_warnings
@@ -35,7 +41,6 @@ class _Progress:
 def _token_embeddings(model, lifted: dict) -> list:
     """Where the tables that token ids index (ALBERT's and the text encoder's) are among the lifted
     weights, as ``[function, number]``: the runtime bounds token ids by their rows."""
-    import numpy as np
 
     tables = [model.bert.embeddings.word_embeddings.weight, model.text_encoder.embedding.weight]
     tables = [t.detach().cpu().numpy() for t in tables]
@@ -56,13 +61,10 @@ def _token_embeddings(model, lifted: dict) -> list:
 
 
 def _checkpoint_inputs(stages: dict, state: dict) -> dict:
-    """For each function, the checkpoint tensors its weight parameters are made of (model/checkpoint.py):
+    """For each function, the checkpoint tensors its weight parameters are made of (model/binding.py):
     each exported parameter by its name in the adapter, renamed to KModel's (``CHECKPOINT_NAMES``), or
     the ``weight_g``/``weight_v`` pair an adapter folded into it. Checked against the exported values."""
-    import numpy as np
     from torch.export.graph_signature import InputKind
-
-    from kokoro_tvm_ext.model.checkpoint import function_inputs
 
     inputs = {}
     for function, (ep, renames) in stages.items():
@@ -92,7 +94,6 @@ def _check_no_weight_is_baked_in(constants: dict, state: dict) -> None:
     """Refuse a library that carries a checkpoint tensor as a constant (an adapter that reads a weight
     around the module's attributes, where torch.export captures it as a constant): it would keep these
     weights whatever checkpoint is bound to it."""
-    import numpy as np
 
     by_shape: dict = {}
     for key, value in state.items():
@@ -153,7 +154,6 @@ def compile_kokoro(
     notice at load). The text stage and the F0 predictor stay f32 as for bf16
     (passes/pack_int8.py).
     """
-    from kokoro_tvm_ext.model.runtime.tvm_runtime import compiler_available
 
     if not compiler_available():
         raise RuntimeError(
@@ -164,13 +164,10 @@ def compile_kokoro(
     import tvm
     from kokoro import KModel
 
-    from kokoro_tvm_ext._native import __version__
     from kokoro_tvm_ext.model.adapters.stage1 import CHECKPOINT_NAMES as TEXT_NAMES
     from kokoro_tvm_ext.model.adapters.stage1 import MAX_BATCH, TextStage, export_text_stage
     from kokoro_tvm_ext.model.adapters.stage2 import CHECKPOINT_NAMES as AUDIO_NAMES
     from kokoro_tvm_ext.model.adapters.stage2 import AudioStage, export_audio_stage
-    from kokoro_tvm_ext.model.checkpoint import transformed_weights
-    from kokoro_tvm_ext.model.runtime.cpu_features import target_features
     from kokoro_tvm_ext.plugin.passes.merge_modules import merge_modules
     from kokoro_tvm_ext.plugin.passes.pack_bf16 import PRECISION_ATTR, check_precision
     from kokoro_tvm_ext.plugin.passes.pipeline import cpu_pipeline
@@ -228,7 +225,7 @@ def compile_kokoro(
     write_meta(
         out_dir,
         {
-            "kokoro_tvm_ext": __version__,
+            "kokoro_tvm_ext": _native.__version__,
             "tvm": tvm.__version__,
             "target": target,
             "cpu_features": target_features(tvm_target),

@@ -12,7 +12,7 @@ import json
 from importlib import resources
 from pathlib import Path
 
-from kokoro_tvm_ext.errors import CorruptAssetError, MissingAssetError
+from kokoro_tvm_ext.support.errors import CorruptAssetError, MissingAssetError
 
 REQUIRED_KEYS = (
     "vocab",

@@ -2,7 +2,7 @@
 
 A library-only artifact is an artifact with no checkpoint: the compiled ``kokoro.so``, ``meta.json``
 with ``checkpoint_weights`` all 0, and a ``weights.bin`` holding only the library's own constants.
-``bind_checkpoint`` (model/checkpoint.py) turns it into a ready artifact for any checkpoint of Kokoro's
+``bind_checkpoint`` (model/binding.py) turns it into a ready artifact for any checkpoint of Kokoro's
 shapes in seconds. The release (scripts/build-wheels.sh) compiles Kokoro for x86-64-v3 (AVX2, FMA) and
 x86-64-v4 (AVX-512) with random weights (the library does not depend on them), keeps the libraries
 only, and ships one directory per level in the ``kokoro-tvm-ext-artifacts`` package.
@@ -16,10 +16,14 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
-from kokoro_tvm_ext.errors import ArtifactCorruptError, ArtifactError, UnsupportedCPUError
+from kokoro_tvm_ext import _native
+from kokoro_tvm_ext.model.binding import library_constants, write_artifact
 from kokoro_tvm_ext.model.runtime.artifact import LIBRARY, load_checked_meta, read_meta
-from kokoro_tvm_ext.model.runtime.cpu_features import check_cpu
+from kokoro_tvm_ext.model.runtime.cpu_features import check_cpu, host_features
+from kokoro_tvm_ext.model.runtime.tvm_runtime import import_tvm
 from kokoro_tvm_ext.model.runtime.weights import WEIGHTS, load_weights
+from kokoro_tvm_ext.support.errors import ArtifactCorruptError, ArtifactError, UnsupportedCPUError
+from kokoro_tvm_ext.support.versions import installed_versions
 
 PACKAGE = "kokoro_tvm_ext_artifacts"  # the companion wheel's import name
 DISTRIBUTION = "kokoro-tvm-ext-artifacts"
@@ -29,8 +33,6 @@ LEVELS = ("x86-64-v3", "x86-64-v4")
 
 def library_only(artifact: Path, out: Path) -> Path:
     """The library of ``artifact`` without its checkpoint's weights, written to ``out`` atomically."""
-    from kokoro_tvm_ext.model.checkpoint import library_constants, write_artifact
-    from kokoro_tvm_ext.model.runtime.tvm_runtime import import_tvm
 
     artifact, out = Path(artifact), Path(out)
     meta = load_checked_meta(artifact)
@@ -75,16 +77,14 @@ class Prebuilt:
 
 def _problem(directory: Path, meta: dict, lstm_impl: str, precision: str) -> str | None:
     """Why this process cannot run the library in ``directory``, else None."""
-    from kokoro_tvm_ext._native import __version__
-    from kokoro_tvm_ext._versions import installed_versions
 
     if (meta["lstm_impl"], meta["precision"]) != (lstm_impl, precision):
         return f"compiled with the {meta['lstm_impl']} LSTM in {meta['precision']}, not {lstm_impl} in {precision}"
     tvm = installed_versions()["apache-tvm"]
-    if (meta["kokoro_tvm_ext"], meta["tvm"]) != (__version__, tvm):
+    if (meta["kokoro_tvm_ext"], meta["tvm"]) != (_native.__version__, tvm):
         return (
-            f"built for kokoro-tvm-ext {meta['kokoro_tvm_ext']} on TVM {meta['tvm']}, this is {__version__} on "
-            f"TVM {tvm} (install {DISTRIBUTION}=={__version__})"
+            f"built for kokoro-tvm-ext {meta['kokoro_tvm_ext']} on TVM {meta['tvm']}, this is {_native.__version__} on "
+            f"TVM {tvm} (install {DISTRIBUTION}=={_native.__version__})"
         )
     try:
         check_cpu(meta, directory)
@@ -95,7 +95,6 @@ def _problem(directory: Path, meta: dict, lstm_impl: str, precision: str) -> str
 
 
 def _host_features() -> set[str]:
-    from kokoro_tvm_ext.model.runtime.cpu_features import host_features
 
     return host_features() or set()
 

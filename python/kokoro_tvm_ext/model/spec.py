@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from kokoro_tvm_ext.support.errors import InvalidInputError
+
 SAMPLE_RATE = 24000  # Hz of the audio
 SAMPLES_PER_FRAME = 600  # audio samples per predicted duration frame (25 ms)
 CONTEXT = 512  # positions the text encoders read (plbert's max_position_embeddings)
@@ -27,8 +29,6 @@ def add_boundary_ids(tokens) -> np.ndarray:
     """``[0, *tokens, 0]`` as int64: the ids ``KModel.forward`` gives ``forward_with_tokens``."""
     ids = np.asarray(tokens, dtype=np.int64)
     if ids.ndim != 1:
-        from kokoro_tvm_ext.errors import InvalidInputError
-
         raise InvalidInputError(f"tokens must be a 1-D sequence of ids, got shape {list(ids.shape)}")
     boundary = np.full(1, BOUNDARY_ID, np.int64)
     return np.concatenate([boundary, ids, boundary])

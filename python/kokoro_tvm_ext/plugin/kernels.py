@@ -37,7 +37,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import tvm_ffi
 from tvm import relax, tirx
+
+from kokoro_tvm_ext import _native  # noqa: F401  (loads the library that registers the function)
 
 PREFIX = "kokoro_tvm_ext."
 SCALAR_KINDS = ("int", "flag", "float", "string")
@@ -148,9 +151,6 @@ def parse(text: str) -> dict[str, Interface]:
 @functools.cache
 def interfaces() -> dict[str, Interface]:
     """Every registered function's interface, by short name (read once from the Rust library)."""
-    import tvm_ffi
-
-    import kokoro_tvm_ext._native  # noqa: F401  (loads the library that registers the function)
 
     return parse(str(tvm_ffi.get_global_func(PREFIX + "kernel_interfaces")()))
 

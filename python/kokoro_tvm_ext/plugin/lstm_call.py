@@ -1,5 +1,6 @@
-"""The arguments of one LSTM as Relax expressions: what the frontend builds from a torch node, and what the
-LSTM op's legalizations read back from a ``kokoro_tvm_ext.lstm`` call (both in the kernel's argument order)."""
+"""The plugin's LSTM op, ``kokoro_tvm_ext.lstm``: its name, and the arguments of one call as Relax expressions,
+what the frontend builds from a torch node and what the op's legalizations read back (both in the kernel's
+argument order). ``legalize/switch.py`` registers the op under this name."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ from dataclasses import dataclass
 from tvm import relax
 
 from kokoro_tvm_ext.plugin import kernels
-from kokoro_tvm_ext.plugin.legalize.switch import LSTM_OP_NAME as OP_NAME
+
+#: The plugin's LSTM op, also the LSTM kernel's global name. Defined here, with the reading of its calls, so that
+#: the op's registration (legalize/switch.py) and its TIR legalization (legalize/lstm_tir.py) import it in one way.
+LSTM_OP_NAME = "kokoro_tvm_ext.lstm"
 
 
 @dataclass
@@ -58,7 +62,7 @@ class LSTMCall:
         """The LSTM a ``kokoro_tvm_ext.lstm`` call computes."""
         args = kernels.read_arguments("lstm", list(call.args))
         if args is None:
-            raise ValueError(f"{OP_NAME}: its arguments do not fit the kernel's interface: {call}")
+            raise ValueError(f"{LSTM_OP_NAME}: its arguments do not fit the kernel's interface: {call}")
         weights = [w for entry in args["weights"] for w in entry.values()]
         return cls(
             args["x"],

@@ -12,7 +12,7 @@ import hmac
 import os
 from pathlib import Path
 
-from kokoro_tvm_ext.errors import InvalidInputError
+from kokoro_tvm_ext.support.errors import InvalidInputError
 
 KEYS_ENV = "KOKORO_TVM_API_KEYS"  # comma-separated keys, added to the flags' and the file's
 # Routes answered without a key: the health check, the web page's own files (its API calls carry the key the

@@ -1,7 +1,7 @@
 """Errors in OpenAI's JSON shape: ``{"error": {"message", "type", "param", "code"}}``.
 
 Bad input is a 4xx with a message naming the problem and the fix. The package's own
-errors (``kokoro_tvm_ext.errors``) answer with their class's ``http_status`` (a missing or
+errors (``kokoro_tvm_ext.support.errors``) answer with their class's ``http_status`` (a missing or
 damaged asset is a 503 whose body names what failed and the request id, the details being in the
 log, a cancelled request 499); anything else is a bug, which the request
 guard (``guard.py``) logs with its traceback and answers with a 500 that holds only the
@@ -17,7 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from kokoro_tvm_ext.errors import (
+from kokoro_tvm_ext.support.errors import (
     ArtifactError,
     AssetError,
     InvalidInputError,
@@ -97,28 +97,34 @@ def _validation_message(err: dict) -> tuple[str, str | None]:
     return (f"{param}: {msg}" if param else msg), param
 
 
+async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
+    return error_response(exc.status, exc.message, type=exc.type, param=exc.param, code=exc.code)
+
+
+async def _ours(request: Request, exc: KokoroError) -> JSONResponse:
+    context = request.scope.get("state", {}).get("request_context")
+    rid = context.id if context else "-"
+    if exc.http_status >= 500:  # the install's or the server's problem, not the request's
+        log.error("request %s: %s %s: %s: %s", rid, request.method, request.url.path, type(exc).__name__, exc)
+    return kokoro_error_response(exc, rid)
+
+
+async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+    errors = exc.errors()
+    message, param = _validation_message(errors[0]) if errors else ("invalid request", None)
+    if len(errors) > 1:
+        message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+    return error_response(400, message, param=param, code="invalid_value")
+
+
+async def _http(request: Request, exc: HTTPException) -> JSONResponse:
+    kind = "not_found" if exc.status_code == 404 else "invalid_request_error"
+    return error_response(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}", type=kind)
+
+
 def install(app: FastAPI) -> None:
-    @app.exception_handler(ApiError)
-    async def _api_error(request: Request, exc: ApiError):
-        return error_response(exc.status, exc.message, type=exc.type, param=exc.param, code=exc.code)
-
-    @app.exception_handler(KokoroError)
-    async def _ours(request: Request, exc: KokoroError):
-        context = request.scope.get("state", {}).get("request_context")
-        rid = context.id if context else "-"
-        if exc.http_status >= 500:  # the install's or the server's problem, not the request's
-            log.error("request %s: %s %s: %s: %s", rid, request.method, request.url.path, type(exc).__name__, exc)
-        return kokoro_error_response(exc, rid)
-
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, exc: RequestValidationError):
-        errors = exc.errors()
-        message, param = _validation_message(errors[0]) if errors else ("invalid request", None)
-        if len(errors) > 1:
-            message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
-        return error_response(400, message, param=param, code="invalid_value")
-
-    @app.exception_handler(HTTPException)
-    async def _http(request: Request, exc: HTTPException):
-        kind = "not_found" if exc.status_code == 404 else "invalid_request_error"
-        return error_response(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}", type=kind)
+    """Answer ``ApiError``, our errors, invalid request bodies and Starlette's 404/405 in OpenAI's shape."""
+    app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(KokoroError, _ours)
+    app.add_exception_handler(RequestValidationError, _invalid)
+    app.add_exception_handler(HTTPException, _http)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ipaddress
 from urllib.parse import urlsplit
 
-from kokoro_tvm_ext.errors import InvalidInputError
+from kokoro_tvm_ext.support.errors import InvalidInputError
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 ANY_ADDRESS = ("", "0.0.0.0", "::")  # a bind address that is no name: every interface

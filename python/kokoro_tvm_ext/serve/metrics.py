@@ -17,6 +17,11 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily
 from starlette.routing import Match
 
+try:  # FastAPI >= 0.137 keeps an included router as one node of the app's routes; this lists the routes in it
+    from fastapi.routing import iter_route_contexts
+except ImportError:  # older FastAPI copies an included router's routes into the app's
+    iter_route_contexts = iter
+
 PREFIX = "kokoro"
 # Seconds: a first chunk takes ~0.1 s on a fast machine, seconds on a busy one or with a long first clause.
 LATENCY_BUCKETS = (0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 13.0, 20.0, 30.0, 60.0)
@@ -97,7 +102,7 @@ class Metrics:
 def route_of(routes, scope) -> str:
     """The template of the route ``scope`` goes to (also for a wrong method: 405), else ``unmatched``."""
     partial = None
-    for route in routes:
+    for route in iter_route_contexts(routes):
         match, _ = route.matches(scope)
         if match == Match.FULL:
             return route.path

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kokoro_tvm_ext.errors import InvalidInputError
+from kokoro_tvm_ext.support.errors import InvalidInputError
 
 OPENAI_VOICES = {
     "alloy": "af_alloy",

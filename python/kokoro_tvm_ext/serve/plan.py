@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kokoro_tvm_ext.errors import InvalidInputError
 from kokoro_tvm_ext.model.spec import MAX_TOKENS
 from kokoro_tvm_ext.serve.errors import ApiError
-from kokoro_tvm_ext.speech import Voice, tokenize
+from kokoro_tvm_ext.speech import FIRST_CHUNK_TOKENS, Voice, tokenize
+from kokoro_tvm_ext.support.errors import InvalidInputError
 
 
 @dataclass(frozen=True)
 class Limits:
     max_input_chars: int = 10_000
     max_tokens: int = MAX_TOKENS
-    first_chunk_tokens: int = 24  # about 1.5 s of speech; 0: the whole first clause
+    first_chunk_tokens: int = FIRST_CHUNK_TOKENS  # 0: the whole first clause; N > 0 also cuts it at N tokens
 
 
 def _about(param: str, work):
@@ -46,8 +46,9 @@ def _check_length(text: str, param: str, limits: Limits) -> None:
 def plan_speech(
     speaker, text: str, voice: str, speed: float, lang_code: str | None, *, voices, limits: Limits, cancel=None
 ):
-    """The request's ``SpeechPlan``: one sentence per chunk, the first cut early so its audio comes soon.
-    ``cancel``: a ``threading.Event`` that stops the planning (RequestCancelled) once set."""
+    """The request's ``SpeechPlan``, by the one chunking policy (``say``'s and Wyoming's too): one sentence per
+    chunk, the first cut early so its audio comes soon. ``cancel``: a ``threading.Event`` that stops the
+    planning (RequestCancelled) once set."""
     _check_length(text, "input", limits)
     spec = _about("voice", lambda: voices.choose(voice))
     chosen = _about("lang_code" if lang_code is not None else "voice", lambda: speaker.voice(spec, lang_code))
@@ -57,7 +58,6 @@ def plan_speech(
             text,
             chosen,
             speed=speed,
-            pack_sentences=False,
             first_chunk_tokens=limits.first_chunk_tokens,
             cancel=cancel,
         ),
@@ -65,19 +65,25 @@ def plan_speech(
 
 
 def plan_phonemes(speaker, phonemes: str, voice: str, speed: float, *, voices, limits: Limits, cancel=None):
-    """The plan of Kokoro phonemes as given (chunks of at most ``max_tokens`` tokens)."""
+    """The plan of Kokoro phonemes as given, by the same policy as text (a chunk per sentence, the first cut
+    early)."""
     _check_length(phonemes, "phonemes", limits)
     spec = _about("voice", lambda: voices.choose(voice))
     chosen = _about("voice", lambda: speaker.voice(spec))
-    return _about("phonemes", lambda: speaker.plan(phonemes=phonemes, voice=chosen, speed=speed, cancel=cancel))
+    return _about(
+        "phonemes",
+        lambda: speaker.plan(
+            phonemes=phonemes, voice=chosen, speed=speed, first_chunk_tokens=limits.first_chunk_tokens, cancel=cancel
+        ),
+    )
 
 
 def phonemize(speaker, text: str, language: str, *, limits: Limits, cancel=None) -> dict:
     """``{"phonemes", "tokens"}`` of ``text`` read in ``language``: what ``Speaker.plan`` gives the model, its
-    chunks' phonemes joined by a space (as ``speech.phonemize`` joins sentences). No voice pack is needed: a
-    silent style stands in for one."""
+    chunks (whole sentences: no first chunk cut) joined by a space, as ``speech.phonemize`` joins sentences. No
+    voice pack is needed: a silent style stands in for one."""
     _check_length(text, "text", limits)
     reader = _about("language", lambda: Voice.silent("phonemize", language))
-    plan = _about("text", lambda: speaker.plan(text, reader, pack_sentences=True, cancel=cancel))
+    plan = _about("text", lambda: speaker.plan(text, reader, first_chunk_tokens=None, cancel=cancel))
     phonemes = " ".join(chunk.phonemes for chunk in plan.chunks)
     return {"phonemes": phonemes, "tokens": [int(t) for t in tokenize(phonemes, speaker.vocab)]}

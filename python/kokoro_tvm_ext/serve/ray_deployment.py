@@ -15,7 +15,9 @@ node that may host a replica needs this package and the artifact at that path.
 
 from __future__ import annotations
 
-from kokoro_tvm_ext.errors import InvalidInputError, MissingAssetError
+from kokoro_tvm_ext.speech import Speaker
+from kokoro_tvm_ext.speech.config import SpeakerConfig
+from kokoro_tvm_ext.support.errors import InvalidInputError, MissingAssetError
 
 
 def _serve():
@@ -26,15 +28,14 @@ def _serve():
     return serve
 
 
-def _asgi_builder(artifact: str, threads: int, max_batch: int, lexicon=None):
-    """Called on each replica when it starts: load the artifact, warm it up, build the app. ``lexicon``: a
-    loaded ``Lexicon`` (it pickles), so the replicas need no copy of its file."""
+def _asgi_builder(config: SpeakerConfig, max_batch: int):
+    """Called on each replica when it starts: open the Speaker, warm it up, build the app. ``config`` holds its
+    lexicon read (a ``Lexicon`` pickles), so the replicas need no copy of its file."""
 
     def build():
         from kokoro_tvm_ext.serve.app import create_app
-        from kokoro_tvm_ext.speech import Speaker
 
-        speaker = Speaker.load(artifact, threads=threads, lexicon=lexicon)
+        speaker = Speaker.open(config)
         speaker.warm_up()
         return create_app(speaker, max_batch=max_batch)
 
@@ -57,14 +58,11 @@ def build_app(
     ``min_replicas`` and ``max_replicas`` aiming at ``target_ongoing_requests`` per replica.
     Each replica reserves ``threads`` CPUs and runs the model on that many threads. ``lexicon``: a
     lexicon file (docs/pronunciation.md), read here, so a bad line fails the deployment before any replica."""
-    from kokoro_tvm_ext.speech.lexicon import load_lexicon
-
     serve = _serve()
-    lexicon = load_lexicon(lexicon)
+    config = SpeakerConfig(artifact=artifact, threads=threads, lexicon=lexicon).with_lexicon_read()
     if num_replicas is not None and (min_replicas is not None or max_replicas is not None):
         raise InvalidInputError("give num_replicas or min_replicas/max_replicas, not both")
-    if threads < 1:
-        raise InvalidInputError(f"threads must be at least 1, got {threads}")
+    config.check()
     options = {"ray_actor_options": {"num_cpus": threads}, "max_ongoing_requests": max_ongoing_requests}
     if min_replicas is not None or max_replicas is not None:
         low = 1 if min_replicas is None else min_replicas
@@ -80,7 +78,7 @@ def build_app(
         options["num_replicas"] = 1 if num_replicas is None else num_replicas
 
     @serve.deployment(name="kokoro-tvm", **options)
-    @serve.ingress(_asgi_builder(str(artifact), threads, max_batch, lexicon))
+    @serve.ingress(_asgi_builder(config, max_batch))
     class KokoroSpeech:
         pass
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from kokoro_tvm_ext.speech.assets.voices import DEFAULT_VOICE
+from kokoro_tvm_ext.speech.voices import DEFAULT_VOICE
 
 MODELS = ("kokoro", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 MIN_SPEED, MAX_SPEED = 0.25, 4.0

@@ -11,12 +11,12 @@ import json
 from starlette.concurrency import run_in_threadpool
 
 from kokoro_tvm_ext.serve.chunk_stream import ChunkStream
-from kokoro_tvm_ext.speech.encoders import make_encoder
+from kokoro_tvm_ext.speech.audio import StreamEncoder
 
 
 async def _encoded(stream: ChunkStream, fmt: str, sample_rate: int, seekable: bool = False):
     """``(chunk, encoded bytes)`` per chunk, the encoder's tail with the last one; cancels the rest when stopped."""
-    encoder = make_encoder(fmt, sample_rate, seekable=seekable)
+    encoder = StreamEncoder(fmt, sample_rate, seekable=seekable)
     try:
         async for chunk in stream:
             data = await run_in_threadpool(encoder.encode, chunk.audio)

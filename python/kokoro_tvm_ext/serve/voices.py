@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import difflib
 
-from kokoro_tvm_ext.errors import UnknownVoiceError
+from kokoro_tvm_ext.serve.openai_voices import OPENAI_VOICES
+from kokoro_tvm_ext.speech import list_voices, parse_voice_spec
+from kokoro_tvm_ext.speech.g2p.languages import BY_CODE
+from kokoro_tvm_ext.support.errors import InvalidInputError, UnknownVoiceError
 
 
 class VoiceBook:
@@ -14,15 +17,12 @@ class VoiceBook:
     ``check`` names close matches of an unknown voice."""
 
     def __init__(self, aliases: dict[str, str] | None = None):
-        from kokoro_tvm_ext.serve.openai_voices import OPENAI_VOICES
-        from kokoro_tvm_ext.speech import list_voices
 
         self.voices = list_voices()
         self.names = [v.name for v in self.voices]
         self.aliases = dict(OPENAI_VOICES if aliases is None else aliases)
 
     def listing(self) -> list[dict]:
-        from kokoro_tvm_ext.speech.g2p.languages import BY_CODE
 
         return [
             {
@@ -40,7 +40,6 @@ class VoiceBook:
     def resolve(self, spec: str) -> str:
         """``spec`` with its aliases replaced by their voices: an alias alone becomes its voice spec as written;
         in a blend, each alias's share is split over its voice's (a voice named twice gets the sum)."""
-        from kokoro_tvm_ext.speech import parse_voice_spec
 
         if spec.strip() in self.aliases:
             return self.aliases[spec.strip()]
@@ -56,7 +55,6 @@ class VoiceBook:
 
     def check(self, spec: str) -> list[str]:
         """The names in a spec; UnknownVoiceError naming close matches, InvalidVoiceError for bad syntax."""
-        from kokoro_tvm_ext.speech import parse_voice_spec
 
         names = [name for name, _ in parse_voice_spec(spec)]
         for name in names:
@@ -85,7 +83,6 @@ class VoiceBook:
     def check_aliases(self, aliases: dict[str, str]) -> None:
         """Each of ``aliases`` names installed voices and no installed voice is hidden by one: UnknownVoiceError
         (InvalidInputError) naming the alias otherwise."""
-        from kokoro_tvm_ext.errors import InvalidInputError
 
         for name, voice in aliases.items():
             if name in self.names:

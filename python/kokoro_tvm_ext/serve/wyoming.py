@@ -7,9 +7,10 @@ Events, as the ``wyoming`` package defines them:
 * ``synthesize`` (text; a voice name, or a language) -> ``audio-start``, ``audio-chunk``..., ``audio-stop``:
   16-bit PCM, 24 kHz, mono, each sentence sent as soon as it is made;
 * ``synthesize-start``, ``synthesize-chunk``..., ``synthesize-stop`` -> the same audio events, then
-  ``synthesize-stopped``. Each complete sentence is planned and queued as soon as its text has arrived, the rest
-  at the stop. The ``synthesize`` that Home Assistant also sends inside a stream, for servers without streaming,
-  is ignored;
+  ``synthesize-stopped``. Each complete sentence (:mod:`kokoro_tvm_ext.speech.sentences`, as the whole text
+  would be cut) is planned and queued as soon as the text after it has arrived, the rest at the stop, all as
+  one speech: the same samples as the whole text sent at once, or as ``Speaker.speak`` of it. The
+  ``synthesize`` that Home Assistant also sends inside a stream, for servers without streaming, is ignored;
 * ``ping`` -> ``pong``; other events are dropped, as the protocol asks.
 
 Bad input (an unknown voice or language, empty or too long text, an event whose data has the wrong shape) is
@@ -32,7 +33,6 @@ import asyncio
 import json
 import logging
 import os
-import re
 import socket
 import stat
 import threading
@@ -47,12 +47,15 @@ from wyoming.ping import Ping, Pong
 from wyoming.server import AsyncEventHandler, AsyncServer, AsyncTcpServer, AsyncUnixServer
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped
 
-from kokoro_tvm_ext.errors import AssetError, InvalidInputError, KokoroError, RequestCancelled
+from kokoro_tvm_ext import _native
 from kokoro_tvm_ext.serve.chunk_stream import ChunkStream, SynthesisError
-from kokoro_tvm_ext.speech import DEFAULT_VOICE, list_voices
-from kokoro_tvm_ext.speech.assets.voices import voice_language
-from kokoro_tvm_ext.speech.encoders import to_int16
+from kokoro_tvm_ext.speech import DEFAULT_VOICE, FIRST_CHUNK_TOKENS, list_voices
+from kokoro_tvm_ext.speech.audio import to_int16
 from kokoro_tvm_ext.speech.g2p.languages import BY_CODE, resolve_lang
+from kokoro_tvm_ext.speech.sentences import SentenceBuffer
+from kokoro_tvm_ext.speech.text_checks import clean_text
+from kokoro_tvm_ext.speech.voices import voice_language
+from kokoro_tvm_ext.support.errors import AssetError, InvalidInputError, KokoroError, RequestCancelled
 
 log = logging.getLogger("kokoro_tvm_ext.serve.wyoming")
 
@@ -63,9 +66,6 @@ CHUNKS_AHEAD = 2  # a standalone scheduler's pacing, as the HTTP app's: one chun
 AUDIO_EVENT_SECONDS = 1.0  # a sentence's audio goes out in events of at most this long
 KOKORO = Attribution(name="hexgrad", url="https://huggingface.co/hexgrad/Kokoro-82M")
 US = Attribution(name="kokoro-tvm-ext", url="https://pypi.org/project/kokoro-tvm-ext/")
-# Where a sentence is known to be complete: after . ! ? … (and any closing quotes or brackets) once whitespace
-# follows, after the full-width 。！？ (no space follows them), and at a blank line.
-_SENTENCE_END = re.compile(r"[.!?…]+[\"'”’»)\]]*\s+|[。！？]+[」』”’)）]*|\n\s*\n")
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class WyomingConfig:
     max_input_chars: int = 10_000  # text of one request, streamed or not
     max_clients: int = 16  # connections at once; more get an error event and are closed
     max_event_bytes: int = 1 << 20  # an event's data and payload; a larger one closes the connection
-    first_chunk_tokens: int = 24  # the first chunk cut early, as the HTTP server does (0: the first clause)
+    first_chunk_tokens: int = FIRST_CHUNK_TOKENS  # the first chunk cut early, as everywhere (0: the first clause)
 
 
 class BadEvent(Exception):
@@ -120,17 +120,6 @@ async def read_event(reader: asyncio.StreamReader, max_bytes: int) -> Event | No
     return Event(type=kind, data=data, payload=payload)
 
 
-def take_sentences(text: str) -> tuple[str, str]:
-    """``(complete sentences, the rest)``: what of a text still arriving can be spoken now. A piece with
-    nothing to pronounce (``...``) stays with the rest, and so does an end inside an unclosed ``[`` (an
-    override such as ``[Dr. Smith](/.../)`` is spoken whole)."""
-    for end in reversed([m.end() for m in _SENTENCE_END.finditer(text)]):
-        head = text[:end]
-        if head.count("[") <= head.count("]"):
-            return (head, text[end:]) if any(c.isalnum() for c in head) else ("", text)
-    return "", text
-
-
 def bcp47(tag: str) -> str:
     """``en-us`` -> ``en-US``: a region subtag in capitals, as BCP-47 writes it (and Home Assistant matches)."""
     head, *rest = tag.split("-")
@@ -159,8 +148,7 @@ def describe_voices() -> list[TtsVoice]:
 
 
 def describe(version: str | None = None) -> Info:
-    if version is None:
-        from kokoro_tvm_ext import __version__ as version
+    version = version if version is not None else _native.__version__
     return Info(
         tts=[
             TtsProgram(
@@ -224,6 +212,42 @@ def _submit(scheduler, plan) -> ChunkStream:
         raise InvalidInputError("the server is shutting down; try again in a moment") from None
 
 
+class TextStream:
+    """A request's text, given whole or arriving in pieces -> the plans of ONE speech. ``add`` cuts off the
+    complete sentences as soon as the text after them proves them complete (cut as the whole text would be);
+    ``plan`` plans each such piece, in order, as the next part of the speech: every sentence read alone, the
+    first chunk cut early only at the speech's start, the noise seeds going on. So the pieces together give
+    what ``Speaker.plan`` gives the whole text, chunk for chunk and seed for seed."""
+
+    def __init__(self, speaker, voice, *, speed: float = 1.0, first_chunk_tokens: int | None = FIRST_CHUNK_TOKENS):
+        self.speaker, self.voice, self.speed = speaker, voice, speed
+        self.first_chunk_tokens = first_chunk_tokens
+        self._sentences = SentenceBuffer(voice.lang or "a")
+        self._chunks = 0  # chunks planned so far: the next one's seed (a pause takes none)
+
+    def add(self, text: str) -> str:
+        """More text; what of the text so far is complete sentences now, not given before (maybe ''). The
+        text is cleaned first, as ``Speaker.plan`` cleans it, so the cuts see the characters the plan reads."""
+        return self._sentences.add(clean_text(text))
+
+    def rest(self) -> str:
+        """The text not given by ``add`` (the last sentence, ended or not)."""
+        return self._sentences.rest()
+
+    def plan(self, text: str, cancel: threading.Event | None = None):
+        """``text`` (what ``add`` or ``rest`` gave, in order, or the whole text) planned as the speech's next part."""
+        plan = self.speaker.plan(
+            text,
+            self.voice,
+            speed=self.speed,
+            chunk_seeds=lambda i, base=self._chunks: base + i,
+            first_chunk_tokens=self.first_chunk_tokens if self._chunks == 0 else None,
+            cancel=cancel,
+        )
+        self._chunks += sum(not chunk.is_pause for chunk in plan.chunks)
+        return plan
+
+
 class Utterance:
     """One request's speech: its text, whole or in pieces (``add``, then ``finish``), planned piece by piece in
     order on a worker thread, its chunks queued on the scheduler as soon as planned and written out as one
@@ -236,7 +260,8 @@ class Utterance:
         self.voice = voice
         self.streaming = streaming
         self.chars = 0
-        self.buffer = ""  # text received, not yet a complete sentence
+        config = service.config
+        self.text = TextStream(service.speaker, voice, speed=config.speed, first_chunk_tokens=config.first_chunk_tokens)
         self.spoken_text = False  # whether any text with something to say was given
         self.failed = False
         self._texts: asyncio.Queue = asyncio.Queue()  # pieces to plan, in order; None at the end
@@ -255,15 +280,10 @@ class Utterance:
                 f"the text is {self.chars} characters or more; this server takes at most {limit} per request "
                 "(--max-input-chars): split it"
             )
-        if self.streaming:
-            ready, self.buffer = take_sentences(self.buffer + text)
-        else:
-            ready = text
-        self._queue_text(ready)
+        self._queue_text(self.text.add(text) if self.streaming else text)
 
     def finish(self) -> None:
-        self._queue_text(self.buffer)
-        self.buffer = ""
+        self._queue_text(self.text.rest())
         if not self.spoken_text:
             self._plans.put_nowait(InvalidInputError("synthesize has no text: nothing to speak"))
         self._texts.put_nowait(None)
@@ -284,21 +304,9 @@ class Utterance:
             self._texts.put_nowait(text)
 
     async def _plan_all(self) -> None:
-        config, speaker = self.service.config, self.service.speaker
-        planned = 0  # chunks so far: the next chunk's noise seed, as if the text had been one plan
         while (text := await self._texts.get()) is not None:
-            first = planned == 0
             try:
-                plan = await asyncio.to_thread(
-                    speaker.plan,
-                    text,
-                    self.voice,
-                    speed=config.speed,
-                    chunk_seeds=lambda i, base=planned: base + i,
-                    pack_sentences=False,
-                    first_chunk_tokens=config.first_chunk_tokens if first else None,
-                    cancel=self._cancel,
-                )
+                plan = await asyncio.to_thread(self.text.plan, text, self._cancel)
                 scheduled = _submit(self.service.scheduler, plan)
             except RequestCancelled:
                 return
@@ -311,7 +319,6 @@ class Utterance:
                 self._plans.put_nowait(failure)
                 return
             self._scheduled.append(scheduled)
-            planned += sum(not chunk.is_pause for chunk in plan.chunks)  # a pause takes no seed
             self._plans.put_nowait(scheduled)
         self._plans.put_nowait(None)
 

@@ -2,25 +2,22 @@
 
 - :mod:`.speaker`: ``Speaker`` (the one pipeline every front end uses), ``Voice``, ``Speech``;
 - :mod:`.g2p`: text -> phonemes and ``Word``s for all nine languages, tokens;
-- :mod:`.chunks`: words -> chunks of at most 510 tokens; :mod:`.timestamps`: word timings from durations;
-- :mod:`.subtitles`: timings -> .srt/.vtt; :mod:`.encoders`: audio -> WAV, MP3, Opus, AAC, FLAC, PCM;
-- :mod:`.assets`: where weights and voices come from; :mod:`.artifact`: the compiled model for the weights.
+- :mod:`.sentences`: where sentences and clauses end (the one definition); :mod:`.chunks`: text -> chunks of at most
+  510 tokens, one sentence each (the one chunker); :mod:`.timestamps`: word timings from durations;
+- :mod:`.subtitles`: timings -> .srt/.vtt; :mod:`.audio`: the one audio writer (WAV, FLAC, MP3, Opus, AAC, PCM);
+- :mod:`.voices`: the voice packs (names, blends, languages); the weights and the compiled model are the model
+  layer's (``kokoro_tvm_ext.model.weights``, ``model.artifact_cache.ensure_artifact``).
 
 Imports the model layer, never the apps.
 """
 
-from kokoro_tvm_ext.errors import AssetError, CorruptAssetError, MissingAssetError
+import warnings
+from pathlib import Path
+
 from kokoro_tvm_ext.model.config import load_config
-from kokoro_tvm_ext.speech.assets.voices import (
-    DEFAULT_VOICE,
-    VoiceInfo,
-    list_voices,
-    load_voice,
-    parse_voice_spec,
-    style_for,
-    voice_language,
-)
-from kokoro_tvm_ext.speech.assets.weights import ResolvedWeights, load_model, resolve, resolve_weights
+from kokoro_tvm_ext.model.weights import Weights, find_weights, load_kmodel
+from kokoro_tvm_ext.speech.chunks import FIRST_CHUNK_TOKENS, chunk_phonemes, chunk_text
+from kokoro_tvm_ext.speech.config import SpeakerConfig
 from kokoro_tvm_ext.speech.g2p import (
     LANGUAGES,
     MAX_TOKENS,
@@ -28,8 +25,6 @@ from kokoro_tvm_ext.speech.g2p import (
     LanguageMismatchWarning,
     UnknownPhonemeWarning,
     Word,
-    chunk_phonemes,
-    chunk_text,
     count_tokens,
     phonemize,
     phonemize_paragraphs,
@@ -38,10 +33,21 @@ from kokoro_tvm_ext.speech.g2p import (
     tokenize,
 )
 from kokoro_tvm_ext.speech.speaker import PlannedChunk, Speaker, Speech, SpeechChunk, SpeechPlan, Voice, join
+from kokoro_tvm_ext.speech.voices import (
+    DEFAULT_VOICE,
+    VoiceInfo,
+    list_voices,
+    load_voice,
+    parse_voice_spec,
+    style_for,
+    voice_language,
+)
+from kokoro_tvm_ext.support.errors import AssetError, CorruptAssetError, MissingAssetError
 
 __all__ = [
     "PlannedChunk",
     "Speaker",
+    "SpeakerConfig",
     "Speech",
     "SpeechChunk",
     "SpeechPlan",
@@ -60,20 +66,44 @@ __all__ = [
     "AssetError",
     "CorruptAssetError",
     "MissingAssetError",
-    "ResolvedWeights",
     "UnknownPhonemeWarning",
     "VoiceInfo",
+    "FIRST_CHUNK_TOKENS",
     "chunk_phonemes",
     "chunk_text",
     "count_tokens",
     "list_voices",
     "load_config",
-    "load_model",
     "load_voice",
     "parse_voice_spec",
     "phonemize",
-    "resolve",
-    "resolve_weights",
     "style_for",
     "tokenize",
 ]
+
+
+def _resolve(path=None, *, progress=None) -> Weights:
+    weights = find_weights(path)
+    weights.ensure_file(progress)
+    return weights
+
+
+def _resolve_weights(path=None) -> Path:
+    return find_weights(path).ensure_file()
+
+
+# The weights' old names here, kept working for users: the weights are the model layer's now.
+_DEPRECATED = {
+    "ResolvedWeights": (Weights, "kokoro_tvm_ext.model.weights.Weights"),
+    "load_model": (load_kmodel, "kokoro_tvm_ext.model.weights.load_kmodel"),
+    "resolve": (_resolve, "kokoro_tvm_ext.model.weights.find_weights(path), then its .ensure_file()"),
+    "resolve_weights": (_resolve_weights, "kokoro_tvm_ext.model.weights.find_weights(path).ensure_file()"),
+}
+
+
+def __getattr__(name: str):
+    if name in _DEPRECATED:
+        value, instead = _DEPRECATED[name]
+        warnings.warn(f"kokoro_tvm_ext.speech.{name} is deprecated; use {instead}", DeprecationWarning, stacklevel=2)
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

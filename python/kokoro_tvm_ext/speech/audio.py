@@ -27,8 +27,8 @@ from typing import BinaryIO, NamedTuple
 
 import numpy as np
 
-from kokoro_tvm_ext.errors import InvalidInputError, MissingAssetError
 from kokoro_tvm_ext.support.cache import AtomicFiles
+from kokoro_tvm_ext.support.errors import InvalidInputError, MissingAssetError
 
 
 @dataclass(frozen=True)

@@ -2,14 +2,14 @@
 
 A server plans on a worker thread that cannot be interrupted from outside; it sets the event when its
 client leaves, and the next check (between paragraphs, sentences, or inside a long G2P loop) raises
-:class:`~kokoro_tvm_ext.errors.RequestCancelled`.
+:class:`~kokoro_tvm_ext.support.errors.RequestCancelled`.
 """
 
 from __future__ import annotations
 
 import threading
 
-from kokoro_tvm_ext.errors import RequestCancelled
+from kokoro_tvm_ext.support.errors import RequestCancelled
 
 
 def check_cancelled(cancel: threading.Event | None) -> None:

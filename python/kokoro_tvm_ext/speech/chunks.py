@@ -1,33 +1,46 @@
-"""Words -> the chunks that one synthesis call each takes, keeping every word whole.
+"""Text (or phonemes) -> the chunks that one synthesis call each takes: the one chunker and the one chunking
+policy, for every front end (``say``, the HTTP server, Wyoming, ``book``, ``Speaker.speak``/``stream``).
 
-One chunk per sentence, so a stream can send each sentence as soon as it is
-spoken. A sentence longer than the model's context (510 tokens) is split at clause
-punctuation (, ; : — –), then between words, packing the pieces greedily. With
-``first_clause=True`` the first chunk is only the first clause of the first
-sentence (and, when that clause is long, its first ``first_chunk_tokens`` worth of
-words), so the first audio of a response comes early.
+* Sentences end where :mod:`kokoro_tvm_ext.speech.sentences` says, paragraphs (blank lines) and headings
+  included; each sentence is read by the G2P alone (:func:`~kokoro_tvm_ext.speech.g2p.read_sentences`), so its
+  phonemes never depend on the text that came with it.
+* One sentence per chunk. A sentence longer than the model's context (510 tokens) is split at its clauses
+  (``, ; : — –``, ``、，；：``), the pieces packed greedily, then between words, then (one word longer than the
+  context) between phonemes.
+* The first chunk of a speech is its first clause, so its audio comes early (``first_chunk_tokens`` > 0 also
+  cuts that clause after at most that many tokens, whole words; None: no cut; default :data:`FIRST_CHUNK_TOKENS`).
+* A pause tag (``[pause:1s]``) stands between the chunks around it.
 
 Each chunk keeps its words, so word timestamps can be computed from its durations
-(:mod:`kokoro_tvm_ext.speech.timestamps`); the last word of a chunk has no space after it.
+(:mod:`kokoro_tvm_ext.speech.timestamps`); the last word of a chunk has no space after it. Phonemes given as
+input are chunked by the same code, their space-separated words standing for words.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from kokoro_tvm_ext.errors import InvalidInputError
 from kokoro_tvm_ext.model.spec import MAX_TOKENS
-from kokoro_tvm_ext.speech.g2p.tokens import count_tokens
+from kokoro_tvm_ext.speech.g2p import language, read_sentences
+from kokoro_tvm_ext.speech.g2p.tokens import count_tokens, default_vocab
+from kokoro_tvm_ext.speech.g2p.words import Word
+from kokoro_tvm_ext.speech.markup import Pause, Segment
+from kokoro_tvm_ext.speech.sentences import is_clause_end, split_phonemes
+from kokoro_tvm_ext.support.errors import InvalidInputError
 
-_SENTENCE_END = (".", "!", "?", "…")
-_CLOSERS = ('"', "”", "’", "'", ")", "]", "}", "»")
-_CLAUSE_END = (",", ";", ":", "—", "–")
+# The first chunk is the first clause, whatever its length: a cut inside a clause ends the chunk with a falling
+# voice where the sentence goes on (Whisper heard "O trem sai da | estação" as "O trem saída. Estação"), and at a
+# clause mark the voice already pauses. A server can trade that for earlier audio (--first-chunk-tokens 24).
+FIRST_CHUNK_TOKENS = 0
 
 
 @dataclass(frozen=True)
 class Chunk:
     words: tuple  # Word objects (text, phonemes, space_after)
     phonemes: str
+    ends_sentence: bool = False  # its sentence ends with it (not a clause or a piece of the sentence)
 
     @property
     def text(self) -> str:
@@ -47,25 +60,11 @@ def _make(words: list) -> Chunk:
     return Chunk(tuple(words), phonemes)
 
 
-def _sentences(words: list) -> list[list]:
-    """Split after sentence-final punctuation and any closing quotes or brackets after it."""
-    out, cur, ended = [], [], False
-    for w in words:
-        if ended and w.text not in _CLOSERS:
-            out.append(cur)
-            cur = []
-        cur.append(w)
-        ended = w.text.endswith(_SENTENCE_END) or (ended and w.text in _CLOSERS)
-    if cur:
-        out.append(cur)
-    return out
-
-
-def _split_at(words: list, is_break) -> list[list]:
+def _split_at_clauses(words: list) -> list[list]:
     out, cur = [], []
     for w in words:
         cur.append(w)
-        if is_break(w):
+        if is_clause_end(w.text):
             out.append(cur)
             cur = []
     if cur:
@@ -79,6 +78,10 @@ class _Packer:
 
     def tokens(self, words) -> int:
         return count_tokens(_make(words).phonemes, self.vocab) if words else 0
+
+    def spoken(self, words) -> bool:
+        """Whether the words say anything: a token other than the space."""
+        return any(c in self.vocab for w in words for c in w.phonemes if c != " ")
 
     def fits(self, words) -> bool:
         return self.tokens(words) <= self.max_tokens
@@ -112,10 +115,11 @@ class _Packer:
         ]
 
     def fit(self, words: list) -> list[list]:
+        """A sentence in pieces of at most ``max_tokens``: itself, else its clauses packed, else words."""
         if self.fits(words):
             return [words]
         out = []
-        for clause in self.pack(_split_at(words, lambda w: w.text in _CLAUSE_END)):
+        for clause in self.pack(_split_at_clauses(words)):
             if self.fits(clause):
                 out.append(clause)
                 continue
@@ -125,51 +129,141 @@ class _Packer:
             out.extend(self.pack(singles))
         return out
 
+    def cut_first(self, words: list, first_chunk_tokens: int) -> list[list]:
+        """The first chunk cut after its first clause, and that clause after at most ``first_chunk_tokens``
+        tokens of whole words (at least one word; 0: no limit)."""
+        head = _split_at_clauses(words)
+        first, rest = head[0], [w for piece in head[1:] for w in piece]
+        if first_chunk_tokens and self.tokens(first) > first_chunk_tokens:
+            cut = 1
+            while cut < len(first) and self.tokens(first[: cut + 1]) <= first_chunk_tokens:
+                cut += 1
+            first, rest = first[:cut], first[cut:] + rest
+        return [g for g in (first, rest) if g]
 
-def chunk_words(
+
+def chunk_sentence(
     words,
     vocab: dict[str, int],
     *,
     max_tokens: int = MAX_TOKENS,
-    pack_sentences: bool = False,
-    first_clause: bool = False,
-    first_chunk_tokens: int = 0,
+    first_chunk_tokens: int | None = None,
+    ends_sentence: bool = True,
 ) -> list[Chunk]:
-    """Chunks of at most ``max_tokens`` tokens, in order, covering every word once.
-
-    ``pack_sentences``: whole sentences are packed greedily into one chunk up to ``max_tokens`` (the pieces
-    of a sentence too long for one chunk are not merged with their neighbours).
-
-    Chunks without any token (only phoneme-less words) are merged into a neighbour, or
-    dropped when the whole text has nothing to pronounce (then the result is empty)."""
+    """One sentence's words -> its chunks, in order, covering every word once: one chunk if it fits in
+    ``max_tokens`` tokens, else its clauses (then words) packed. ``first_chunk_tokens``: this is a speech's
+    first sentence, whose first chunk is cut early (see the module). Pieces that say nothing (a lone ``$`` or
+    quote) ride along with a neighbour; a sentence that says nothing gives no chunk. ``ends_sentence``: the
+    words end their sentence (not when a pause follows them inside it), so the last chunk says so."""
     if max_tokens < 1:
         raise InvalidInputError(f"max_tokens must be positive, got {max_tokens}")
-    words = list(words)
     packer = _Packer(vocab, max_tokens)
-    groups: list[list] = []
-    whole = False  # whether groups[-1] is whole sentences, which a packed chunk may extend
-    for sentence in _sentences(words):
-        pieces = packer.fit(sentence)
-        if pack_sentences and whole and len(pieces) == 1 and packer.fits(groups[-1] + pieces[0]):
-            groups[-1] = groups[-1] + pieces[0]
-            continue
-        groups.extend(pieces)
-        whole = len(pieces) == 1
-    if first_clause and groups:
-        head = _split_at(groups[0], lambda w: w.text in _CLAUSE_END)
-        first, rest = head[0], [w for piece in head[1:] for w in piece]
-        if first_chunk_tokens and packer.tokens(first) > first_chunk_tokens:
-            cut = 1
-            while cut < len(first) and packer.tokens(first[: cut + 1]) <= first_chunk_tokens:
-                cut += 1
-            first, rest = first[:cut], first[cut:] + rest
-        groups[0:1] = [g for g in (first, rest) if g]
-    # Phoneme-less groups (a lone "$" or quote) ride along with the previous group.
+    groups = packer.fit(list(words))
+    if first_chunk_tokens is not None and groups:
+        groups[0:1] = packer.cut_first(groups[0], first_chunk_tokens)
     merged: list[list] = []
     for g in groups:
-        silent = packer.tokens(g) == 0 or (merged and packer.tokens(merged[-1]) == 0)
+        silent = not packer.spoken(g) or (merged and not packer.spoken(merged[-1]))
         if merged and silent and packer.fits(merged[-1] + g):
             merged[-1] = merged[-1] + g
         else:
             merged.append(g)
-    return [_make(g) for g in merged if packer.tokens(g) > 0]
+    chunks = [_make(g) for g in merged if packer.spoken(g)]
+    if chunks and ends_sentence:
+        chunks[-1] = replace(chunks[-1], ends_sentence=True)
+    return chunks
+
+
+def _chunked(
+    sentences: Iterable[tuple[list | Pause, bool]], vocab, max_tokens: int, first_chunk_tokens: int | None
+) -> list[Chunk | Pause]:
+    """Sentences' words (and pauses) in order, each with whether it ends its sentence -> the speech's chunks
+    and pauses, its first chunk cut early."""
+    if first_chunk_tokens is not None and (not isinstance(first_chunk_tokens, int) or first_chunk_tokens < 0):
+        raise InvalidInputError(f"first_chunk_tokens must be 0 or more (or None: no cut), got {first_chunk_tokens!r}")
+    out: list[Chunk | Pause] = []
+    first = first_chunk_tokens
+    for item, ends_sentence in sentences:
+        if isinstance(item, Pause):
+            out.append(item)
+            continue
+        chunks = chunk_sentence(
+            item, vocab, max_tokens=max_tokens, first_chunk_tokens=first, ends_sentence=ends_sentence
+        )
+        if chunks:
+            first = None  # the speech's first chunk is made
+        out += chunks
+    return out
+
+
+def text_chunks(
+    text: str | list[Segment],
+    lang: str,
+    vocab: dict[str, int],
+    *,
+    max_tokens: int = MAX_TOKENS,
+    first_chunk_tokens: int | None = FIRST_CHUNK_TOKENS,
+    cancel: threading.Event | None = None,
+    lexicon=None,
+) -> list[Chunk | Pause]:
+    """Text -> its chunks (and pauses) in order, by the policy of the module: what ``Speaker.plan`` speaks.
+    ``text``: as for :func:`~kokoro_tvm_ext.speech.g2p.read_sentences` (a str, or markup segments of text
+    already cleaned)."""
+    sentences = [(item, ends) for _, item, ends in read_sentences(text, lang, cancel, lexicon)]
+    return _chunked(sentences, vocab, max_tokens, first_chunk_tokens)
+
+
+def phoneme_chunks(
+    phonemes: str,
+    vocab: dict[str, int],
+    *,
+    max_tokens: int = MAX_TOKENS,
+    first_chunk_tokens: int | None = FIRST_CHUNK_TOKENS,
+) -> list[Chunk]:
+    """Kokoro phonemes -> chunks by the same policy: sentences end at every ``. ! ? …`` before a space, their
+    space-separated words stand for words."""
+    sentences = []
+    for sentence in split_phonemes(" ".join(phonemes.split())):
+        parts = sentence.split()
+        sentences.append(([Word(p, p, i < len(parts) - 1) for i, p in enumerate(parts)], True))
+    return _chunked(sentences, vocab, max_tokens, first_chunk_tokens)
+
+
+def chunk_phonemes(
+    phonemes: str,
+    vocab: dict[str, int] | None = None,
+    max_tokens: int = MAX_TOKENS,
+    first_chunk_tokens: int | None = FIRST_CHUNK_TOKENS,
+) -> list[str]:
+    """Phonemes -> the phoneme strings of the chunks ``Speaker.plan(phonemes=...)`` makes of them: one sentence
+    each, at most ``max_tokens`` tokens, the first cut early (``first_chunk_tokens=None``: not cut). Chunks
+    that say nothing are dropped."""
+    vocab = vocab if vocab is not None else default_vocab()
+    return [
+        c.phonemes
+        for c in phoneme_chunks(phonemes, vocab, max_tokens=max_tokens, first_chunk_tokens=first_chunk_tokens)
+    ]
+
+
+def chunk_text(
+    text: str,
+    vocab: dict[str, int] | None = None,
+    max_tokens: int = MAX_TOKENS,
+    lang: str = "a",
+    first_chunk_tokens: int | None = FIRST_CHUNK_TOKENS,
+) -> list[str]:
+    """Text -> the phoneme strings of the chunks ``Speaker.plan`` speaks for it (see the module; pauses have
+    none). Raises ``InvalidInputError("text is empty")`` for empty text, and InvalidInputError when nothing in
+    it can be pronounced."""
+    vocab = vocab if vocab is not None else default_vocab()
+    chunks = [
+        c.phonemes
+        for c in text_chunks(text, lang, vocab, max_tokens=max_tokens, first_chunk_tokens=first_chunk_tokens)
+        if isinstance(c, Chunk)
+    ]
+    if not chunks:
+        raise InvalidInputError(
+            f"text has nothing to pronounce in {language(lang).name}: {text[:40]!r} "
+            "(is it in another language? choose one with --lang or a voice of that language)"
+        )
+    return chunks

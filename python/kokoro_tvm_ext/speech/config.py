@@ -12,8 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from kokoro_tvm_ext.errors import ArtifactMissingError, InvalidInputError
+from kokoro_tvm_ext.model.artifact_cache import ensure_artifact
+from kokoro_tvm_ext.model.runtime import KokoroTVM, set_num_threads
+from kokoro_tvm_ext.model.weights import load_kmodel
 from kokoro_tvm_ext.speech.lexicon import Lexicon, load_lexicon
+from kokoro_tvm_ext.support.errors import ArtifactMissingError, InvalidInputError
 
 PRECISIONS = ("fp32", "bf16", "int8")
 BACKENDS = ("tvm", "torch")
@@ -82,7 +85,6 @@ class SpeakerConfig:
         if self.backend != "tvm" or self.artifact is not None:
             return self
         self._start_threads()  # a compile runs on them too
-        from kokoro_tvm_ext.model.artifact_cache import ensure_artifact
 
         artifact = ensure_artifact(self.weights, precision=self.precision, target=self.target, quiet=quiet)
         return replace(self, artifact=Path(artifact))
@@ -92,16 +94,12 @@ class SpeakerConfig:
         self._start_threads()
         if self.backend == "torch":
             from kokoro_tvm_ext.model.adapters.reference import TorchKokoro
-            from kokoro_tvm_ext.model.weights import load_kmodel
 
             return TorchKokoro(load_kmodel(self.weights), num_threads=self.threads)
-        from kokoro_tvm_ext.model.runtime import KokoroTVM
 
         return KokoroTVM(Path(self.resolved(quiet=quiet).artifact).expanduser())
 
     def _start_threads(self) -> None:
         """The thread count set before anything starts a thread pool (TVM's and ours start once)."""
         if self.threads is not None:
-            from kokoro_tvm_ext.model.runtime import set_num_threads
-
             set_num_threads(self.threads)

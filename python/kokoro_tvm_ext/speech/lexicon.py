@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from kokoro_tvm_ext.errors import InvalidInputError
 from kokoro_tvm_ext.speech.g2p.languages import BY_CODE, known_languages_text, resolve_lang
 from kokoro_tvm_ext.speech.markup import Override, Pause, Segment, check_phonemes
+from kokoro_tvm_ext.support.errors import InvalidInputError
 
 
 @dataclass(frozen=True)

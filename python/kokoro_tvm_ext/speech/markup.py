@@ -6,16 +6,17 @@
   :data:`MAX_PAUSE_SECONDS`. It ends the chunk before it.
 
 Other brackets (``[sic]``, ``[1]``) stay text. A malformed pause tag, or override phonemes outside Kokoro's
-phoneme set, is an :class:`~kokoro_tvm_ext.errors.InvalidInputError` naming it.
+phoneme set, is an :class:`~kokoro_tvm_ext.support.errors.InvalidInputError` naming it.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from kokoro_tvm_ext.errors import InvalidInputError
+from kokoro_tvm_ext.speech.g2p.tokens import default_vocab
+from kokoro_tvm_ext.support.errors import InvalidInputError
 
 MAX_PAUSE_SECONDS = 10.0
 
@@ -85,8 +86,6 @@ def check_phonemes(phonemes: str, vocab: dict[str, int] | None, where: str) -> s
     """``phonemes`` with whitespace collapsed; InvalidInputError naming ``where`` and every character that is
     not one of Kokoro's phonemes (or when there is none)."""
     if vocab is None:
-        from kokoro_tvm_ext.speech.g2p.tokens import default_vocab
-
         vocab = default_vocab()
     phonemes = " ".join(phonemes.split())
     if not phonemes:
@@ -120,6 +119,24 @@ def split_at_pauses(segments: Iterable[Segment]) -> list[list[str | Override] | 
 
 def has_words(segments: Sequence[str | Override]) -> bool:
     return any(isinstance(s, Override) or s.strip() for s in segments)
+
+
+def markup_spans(text: str, start: int = 0, end: int | None = None) -> Iterator[tuple[int, int, str]]:
+    """``(start, end, written)`` of each override and pause tag in ``text[start:end]``, found as
+    :func:`parse_markup` finds them but unchecked: an override's written words, a pause's single space."""
+    for m in _MARKUP.finditer(text, start, len(text) if end is None else end):
+        yield m.start(), m.end(), " " if m.group(3) is not None else " ".join(m.group(1).split())
+
+
+# What more text could still make markup: a "[" not closed yet, or an override whose link is not finished.
+_UNFINISHED = re.compile(r"\[(?:[^\[\]]*|[^\[\]]+\](?:\((?:/[^/()\[\]]*/?)?)?)\Z")
+
+
+def unfinished_markup(text: str, start: int = 0) -> int | None:
+    """Where, in ``text[start:]``, markup begins that more text could still complete (its ``[``), or None:
+    text arriving in pieces must not be cut inside it."""
+    at = text.rfind("[", start)
+    return at if at >= 0 and _UNFINISHED.match(text, at) else None
 
 
 def written_text(segments: Iterable[Segment]) -> str:

@@ -33,18 +33,19 @@ from pathlib import Path
 
 import numpy as np
 
-from kokoro_tvm_ext.errors import InvalidInputError
 from kokoro_tvm_ext.model.config import load_config
 from kokoro_tvm_ext.model.spec import STYLE_DIM, VOICE_PACK_ROWS
-from kokoro_tvm_ext.speech.assets.voices import DEFAULT_VOICE, load_voice, style_for, voice_language
 from kokoro_tvm_ext.speech.cancel import check_cancelled
-from kokoro_tvm_ext.speech.chunks import Chunk, chunk_words
-from kokoro_tvm_ext.speech.g2p import chunk_phonemes, language, phonemize_paragraphs, tokenize
+from kokoro_tvm_ext.speech.chunks import FIRST_CHUNK_TOKENS, Chunk, phoneme_chunks, text_chunks
+from kokoro_tvm_ext.speech.config import SpeakerConfig
+from kokoro_tvm_ext.speech.g2p import language, tokenize
 from kokoro_tvm_ext.speech.g2p.languages import BY_CODE
 from kokoro_tvm_ext.speech.lexicon import Lexicon, load_lexicon
-from kokoro_tvm_ext.speech.markup import Pause, parse_markup, split_at_pauses
+from kokoro_tvm_ext.speech.markup import Pause, parse_markup
 from kokoro_tvm_ext.speech.text_checks import clean_text
 from kokoro_tvm_ext.speech.timestamps import WordTiming, word_timings
+from kokoro_tvm_ext.speech.voices import DEFAULT_VOICE, load_voice, style_for, voice_language
+from kokoro_tvm_ext.support.errors import InvalidInputError
 
 MIN_SPEED, MAX_SPEED = 0.1, 10.0
 
@@ -88,8 +89,9 @@ class Voice:
 @dataclass(frozen=True)
 class PlannedChunk:
     """One synthesis call's inputs: what the model takes (tokens, style, speed, seed) and what the
-    chunk says (its words, for timings; empty for phoneme input). A pause (``pause_samples`` > 0) is
-    that many samples of silence, with no tokens: ``Speaker.synthesize`` makes it without the model."""
+    chunk says (its words, for timings; empty for phoneme input; ``ends_sentence``: a sentence ends with
+    it). A pause (``pause_samples`` > 0) is that many samples of silence, with no tokens:
+    ``Speaker.synthesize`` makes it without the model."""
 
     phonemes: str
     tokens: np.ndarray  # int64 ids without the boundary ids
@@ -98,6 +100,7 @@ class PlannedChunk:
     seed: int
     words: tuple = ()
     pause_samples: int = 0
+    ends_sentence: bool = False
 
     @classmethod
     def pause(cls, samples: int) -> PlannedChunk:
@@ -127,7 +130,9 @@ class SpeechChunk:
 
 @dataclass(frozen=True)
 class Speech:
-    """Everything a front end writes: the audio, its sample rate and the word timings."""
+    """Everything a front end writes: the audio, its sample rate and the word timings (seconds from the
+    audio's first sample). Speech placed after other speech is ``shifted``; pieces made apart (a book's
+    units, on any worker) become one with ``Speech.concat``, which is the only place their times move."""
 
     audio: np.ndarray
     sample_rate: int
@@ -136,6 +141,22 @@ class Speech:
     @property
     def seconds(self) -> float:
         return len(self.audio) / self.sample_rate
+
+    def shifted(self, seconds: float) -> Speech:
+        """The same audio, its word timings ``seconds`` later."""
+        return replace(self, words=[w.shifted(seconds) for w in self.words])
+
+    @classmethod
+    def concat(cls, parts: Sequence[Speech], sample_rate: int) -> Speech:
+        """``parts`` one after another: the audio concatenated, each part's words shifted by the audio before it."""
+        audio, words, offset = [], [], 0
+        for part in parts:
+            if part.sample_rate != sample_rate:
+                raise ValueError(f"speech at {part.sample_rate} Hz among speech at {sample_rate} Hz")
+            audio.append(part.audio)
+            words += part.shifted(offset / sample_rate).words
+            offset += len(part.audio)
+        return cls(np.concatenate(audio) if audio else np.zeros(0, np.float32), sample_rate, words)
 
 
 @dataclass
@@ -153,11 +174,10 @@ class SpeechPlan:
     def result(self, index: int, audio: np.ndarray, durations: np.ndarray) -> SpeechChunk:
         chunk = self.chunks[index]
         start = self._offset
-        words = (
-            word_timings(chunk.words, durations, self.vocab, offset_seconds=start, sample_rate=self.sample_rate)
-            if chunk.words
-            else []
-        )
+        timings = word_timings(chunk.words, durations, self.vocab, sample_rate=self.sample_rate) if chunk.words else []
+        words = [w.shifted(start) for w in timings]
+        if words and chunk.ends_sentence:
+            words[-1] = replace(words[-1], sentence_end=True)  # subtitles' cues end there
         if words and index < len(self.chunks) - 1 and self.voice.lang and BY_CODE[self.voice.lang].spaced:
             # A chunk ends at a space of the text (a sentence, a clause, a pause): keep it for subtitles' text.
             words[-1] = replace(words[-1], space_after=True)
@@ -192,6 +212,17 @@ class Speaker:
         self._voices_lock = threading.Lock()  # a server plans requests on several threads
 
     @classmethod
+    def open(cls, config: SpeakerConfig | None = None, *, quiet: bool = False) -> Speaker:
+        """The Speaker a :class:`~kokoro_tvm_ext.speech.config.SpeakerConfig` describes (default: the cached
+        artifact of the default weights): every front end opens its Speaker here. Every value is checked and
+        the lexicon read before anything slow; on first use the weights are bound to a cached compiled library
+        (seconds), or compiled if there is none. ``quiet``: no progress lines."""
+        config = config if config is not None else SpeakerConfig()
+        lexicon = config.read_lexicon()  # the user's file first: what they edit most
+        config.check()
+        return cls(config.open_model(quiet=quiet), lexicon=lexicon)
+
+    @classmethod
     def load(
         cls,
         artifact: str | Path | None = None,
@@ -202,21 +233,13 @@ class Speaker:
         quiet: bool = False,
         lexicon: Lexicon | str | Path | None = None,
     ) -> Speaker:
-        """The artifact in ``artifact``, or the cached one for ``weights`` (a ``.safetensors`` or ``.pth``
-        checkpoint; default: the HuggingFace cache, else the offline rebuild): on first use the weights are
-        bound to a cached compiled library (seconds), or compiled if there is none. ``lexicon``: as for
-        ``Speaker()``, read before anything slow."""
-        from kokoro_tvm_ext.model.runtime import KokoroTVM, set_num_threads
-        from kokoro_tvm_ext.speech.artifact import ensure_artifact
-
-        lexicon = load_lexicon(lexicon)  # a bad file is reported before a compile
-        if threads is not None:
-            set_num_threads(threads)  # before compiling: both thread pools start once
-        if artifact is None:
-            from kokoro_tvm_ext.speech.assets.weights import locate
-
-            artifact = ensure_artifact(locate(weights), precision=precision, quiet=quiet)
-        return cls(KokoroTVM(artifact), lexicon=lexicon)
+        """``Speaker.open`` with the config's fields as arguments: the artifact in ``artifact``, or the cached
+        one for ``weights`` (a ``.safetensors`` or ``.pth`` checkpoint; default: the HuggingFace cache, else the
+        offline rebuild) in ``precision``."""
+        config = SpeakerConfig(
+            artifact=artifact, weights=weights, precision=precision, threads=threads, lexicon=lexicon
+        )
+        return cls.open(config, quiet=quiet)
 
     # -- voices ------------------------------------------------------------------------------
     def voice(self, voice: str | Voice = DEFAULT_VOICE, lang: str | None = None) -> Voice:
@@ -252,22 +275,31 @@ class Speaker:
         speed: float = 1.0,
         seed: int = 0,
         chunk_seeds: Callable[[int], int] | None = None,
-        pack_sentences: bool = True,
-        first_chunk_tokens: int | None = None,
+        first_chunk_tokens: int | None = FIRST_CHUNK_TOKENS,
         cancel: threading.Event | None = None,
         lexicon: Lexicon | None = None,
+        pack_sentences: bool | None = None,
     ) -> SpeechPlan:
-        """Text (or ``phonemes``) -> chunks of at most ``max_tokens`` tokens. Paragraphs (blank lines) always
-        end a chunk; ``pack_sentences`` packs whole sentences into a chunk up to the limit (else one sentence
-        per chunk, as a stream wants); ``first_chunk_tokens`` cuts the first chunk after its first clause and
-        at most that many tokens, so the first audio comes early. Chunk ``i`` gets noise seed ``seed + i``, or
-        ``chunk_seeds(i)``. Every input error is raised here, before any synthesis. ``cancel``: an event a server
-        sets when its client leaves; planning checks it between paragraphs and sentences (and inside long G2P
-        loops) and raises :class:`~kokoro_tvm_ext.errors.RequestCancelled` once it is set.
+        """Text (or ``phonemes``) -> its chunks, by the one chunking policy (:mod:`.chunks`): sentences cut
+        before G2P (a blank line, so a heading, always ends one), one sentence per chunk of at most
+        ``max_tokens`` tokens, and the speech's first chunk cut after its first clause and at most
+        ``first_chunk_tokens`` tokens (whole words) so its audio comes early (0: the whole first clause; None:
+        no cut, for a plan that continues a speech). Chunk ``i`` gets noise seed ``seed + i``, or
+        ``chunk_seeds(i)``. Every input error is raised here, before any synthesis. ``cancel``: an event a
+        server sets when its client leaves; planning checks it between sentences (and inside long G2P loops)
+        and raises :class:`~kokoro_tvm_ext.support.errors.RequestCancelled` once it is set. ``pack_sentences`` is
+        deprecated and ignored: every front end speaks one sentence per chunk.
 
         Text markup: ``[word](/phonemes/)`` speaks the word with those phonemes; ``[pause:0.5s]`` is a chunk
         of silence there (it ends the chunk before it, and takes no noise seed: the chunks around it get the
         seeds they would get without it). ``lexicon`` replaces the speaker's for this plan."""
+        if pack_sentences is not None:
+            warnings.warn(
+                "Speaker.plan(pack_sentences=...) is deprecated and ignored: every front end speaks one sentence "
+                "per chunk",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         check_cancelled(cancel)
         speed = _check_speed(speed)
         voice = self.voice(voice, lang)
@@ -276,27 +308,41 @@ class Speaker:
         if phonemes is not None:
             if not isinstance(phonemes, str) or not phonemes.strip():
                 raise InvalidInputError("phonemes are empty")
-            pieces = [(p, ()) for p in chunk_phonemes(phonemes, self.vocab, self.max_tokens)]
+            chunked = phoneme_chunks(
+                phonemes, self.vocab, max_tokens=self.max_tokens, first_chunk_tokens=first_chunk_tokens
+            )
+            pieces: list[Chunk | Pause] = [replace(c, words=()) for c in chunked]  # phonemes have no word timings
         else:
             text = clean_text(text)  # the one normalization and check of text, for every front end
             if voice.lang is None:
                 voice_language(voice.spec)  # raises: the language cannot be told from the name, give it
-            pieces = self._text_pieces(text, voice, pack_sentences, first_chunk_tokens, cancel, lexicon)
+            pieces = text_chunks(
+                parse_markup(text, self.vocab),
+                voice.lang,
+                self.vocab,
+                max_tokens=self.max_tokens,
+                first_chunk_tokens=first_chunk_tokens,
+                cancel=cancel,
+                lexicon=lexicon if lexicon is not None else self.lexicon,
+            )
         seeds = chunk_seeds or (lambda i: seed + i)
-        tokenize("".join(p for p, _ in pieces if isinstance(p, str)), self.vocab)  # one warning for the whole text
+        tokenize("".join(p.phonemes for p in pieces if isinstance(p, Chunk)), self.vocab)  # one warning in all
         chunks = []
         spoken = 0
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # not once more per chunk
-            for phon, words in pieces:
+            for piece in pieces:
                 check_cancelled(cancel)
-                if isinstance(phon, Pause):
-                    chunks.append(PlannedChunk.pause(phon.samples(self.sample_rate)))
+                if isinstance(piece, Pause):
+                    chunks.append(PlannedChunk.pause(piece.samples(self.sample_rate)))
                     continue
-                tokens = np.array(tokenize(phon, self.vocab), np.int64)
+                tokens = np.array(tokenize(piece.phonemes, self.vocab), np.int64)
                 if tokens.size:
                     style = style_for(voice.pack, tokens.size)
-                    chunks.append(PlannedChunk(phon, tokens, style, speed, seeds(spoken), words))
+                    seed_i = seeds(spoken)
+                    chunks.append(
+                        PlannedChunk(piece.phonemes, tokens, style, speed, seed_i, piece.words, 0, piece.ends_sentence)
+                    )
                     spoken += 1
         if not chunks:
             if phonemes is not None:
@@ -306,41 +352,6 @@ class Speaker:
                 "(is it in another language? choose one with --lang or a voice of that language)"
             )
         return SpeechPlan(chunks, voice, self.vocab, self.sample_rate)
-
-    def _text_pieces(self, text: str, voice: Voice, pack, first_chunk_tokens, cancel, lexicon) -> list[tuple]:
-        """(phonemes, words) per chunk of text, and (Pause, ()) per pause, in order."""
-        lexicon = lexicon if lexicon is not None else self.lexicon
-        segments = parse_markup(text, self.vocab)
-        if lexicon is not None:
-            segments = lexicon.apply(segments, voice.lang)
-        spans = split_at_pauses(segments)
-        if not spans:
-            raise InvalidInputError("text is empty")
-        pieces: list[tuple] = []
-        for span in spans:
-            if isinstance(span, Pause):
-                pieces.append((span, ()))
-                continue
-            first = first_chunk_tokens if not any(isinstance(p, str) for p, _ in pieces) else None
-            pieces += [(c.phonemes, c.words) for c in self._word_chunks(span, voice, pack, first, cancel)]
-        return pieces
-
-    def _word_chunks(
-        self, text, voice: Voice, pack: bool, first_chunk_tokens: int | None, cancel: threading.Event | None
-    ) -> list[Chunk]:
-        out: list[Chunk] = []
-        for para in phonemize_paragraphs(text, voice.lang, cancel):
-            check_cancelled(cancel)
-            first = first_chunk_tokens is not None and not out
-            out += chunk_words(
-                para,
-                self.vocab,
-                max_tokens=self.max_tokens,
-                pack_sentences=pack and not first,
-                first_clause=first,
-                first_chunk_tokens=first_chunk_tokens or 0,
-            )
-        return out
 
     # -- synthesis -------------------------------------------------------------------------------
     def synthesize(self, chunks: Sequence[PlannedChunk]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -371,9 +382,7 @@ class Speaker:
             yield plan.result(index, audio, durations)
 
     def stream(self, text: str | None = None, voice: str | Voice = DEFAULT_VOICE, **options) -> Iterator[SpeechChunk]:
-        """``plan`` then ``run``: chunks as they are made (``options`` as for ``plan``; one sentence per
-        chunk unless ``pack_sentences=True``)."""
-        options.setdefault("pack_sentences", False)
+        """``plan`` then ``run``: chunks as they are made (``options`` as for ``plan``)."""
         return self.run(self.plan(text, voice, **options))
 
     def speak(self, text: str | None = None, voice: str | Voice = DEFAULT_VOICE, **options) -> Speech:

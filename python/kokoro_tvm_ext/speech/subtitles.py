@@ -1,17 +1,19 @@
 """Word timings -> SubRip (.srt) or WebVTT (.vtt) subtitles.
 
-Cues break after sentence-final punctuation, or once a cue holds ``max_chars``
-characters; each cue runs from its first word's start to its last word's end.
+A cue ends where a sentence ends, by the one definition (:mod:`kokoro_tvm_ext.speech.sentences`): where
+the planner ended one (a timing's ``sentence_end``: a paragraph or a heading too), and where the words' text,
+read back, ends one (``A. Tester`` is one cue); or once a cue holds ``max_chars`` characters. Each cue
+runs from its first word's start to its last word's end.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from kokoro_tvm_ext.errors import InvalidInputError
+from kokoro_tvm_ext.speech.sentences import split_sentences
+from kokoro_tvm_ext.support.errors import InvalidInputError
 
 FORMATS = (".srt", ".vtt")
-_SENTENCE_END = (".", "!", "?", "…")
 
 
 def _clock(seconds: float, sep: str) -> str:
@@ -22,8 +24,26 @@ def _clock(seconds: float, sep: str) -> str:
     return f"{h:02d}:{m:02d}:{s:02d}{sep}{ms:03d}"
 
 
-def cues(timings, max_chars: int = 42) -> list[tuple[float, float, str]]:
-    """``(start, end, text)`` per cue; punctuation stays attached as in the input."""
+def _sentence_ends(timings, lang: str) -> set[int]:
+    """The indices of the words after which a sentence of their text ends."""
+    ends, at = {}, 0
+    for i, t in enumerate(timings):
+        at += len(t.word) + (1 if t.space_after else 0)
+        ends[at] = i
+    text = "".join(t.word + (" " if t.space_after else "") for t in timings)
+    out, at = set(), 0
+    for sentence in split_sentences(text, lang)[:-1]:
+        at += len(sentence)
+        if at in ends:
+            out.add(ends[at])
+    return out
+
+
+def cues(timings, max_chars: int = 42, lang: str = "a") -> list[tuple[float, float, str]]:
+    """``(start, end, text)`` per cue; punctuation stays attached as in the input. ``lang``: the language
+    the words' text is read in to find sentence ends (the planner's ends are in the timings already)."""
+    timings = [t for t in timings if t.word]
+    sentence_ends = _sentence_ends(timings, lang)
     out, words = [], []
 
     def flush():
@@ -33,23 +53,21 @@ def cues(timings, max_chars: int = 42) -> list[tuple[float, float, str]]:
                 out.append((words[0].start_time, words[-1].end_time, text))
             words.clear()
 
-    for t in timings:
-        if not t.word:
-            continue
+    for i, t in enumerate(timings):
         words.append(t)
         length = len("".join(w.word + " " for w in words))
-        if t.word.endswith(_SENTENCE_END) or (length >= max_chars and t.space_after):
+        if t.sentence_end or i in sentence_ends or (length >= max_chars and t.space_after):
             flush()
     flush()
     return out
 
 
-def render(timings, fmt: str) -> str:
-    """The subtitle file's text for ``fmt`` ``.srt`` or ``.vtt``."""
+def render(timings, fmt: str, lang: str = "a") -> str:
+    """The subtitle file's text for ``fmt`` ``.srt`` or ``.vtt`` (``lang``: as for :func:`cues`)."""
     if fmt not in FORMATS:
         raise ValueError(f"subtitles must be .srt or .vtt, got {fmt!r}")
     lines = ["WEBVTT", ""] if fmt == ".vtt" else []
-    for i, (start, end, text) in enumerate(cues(timings), 1):
+    for i, (start, end, text) in enumerate(cues(timings, lang=lang), 1):
         if fmt == ".srt":
             lines.append(str(i))
         sep = "," if fmt == ".srt" else "."

@@ -1,8 +1,10 @@
 """Text at the entry of the speech pipeline, normalized and checked once for every front end.
 
-``Speaker.plan`` (so ``say``, ``serve``, ``book`` and Python) and the G2P functions pass text through
-:func:`clean_text` first, so no G2P library sees what it cannot read and every front end gets the same
-result or the same one-line :class:`~kokoro_tvm_ext.errors.InvalidInputError`:
+``Speaker.plan`` (so ``say``, ``serve``, ``book``, Wyoming and Python) passes text through :func:`clean_text`
+once, before anything reads it (the G2P it calls gets the cleaned text; the public G2P functions clean the text
+their own callers give), so no G2P library sees what it cannot read and every front end gets the same result or
+the same one-line :class:`~kokoro_tvm_ext.errors.InvalidInputError`. Cleaning changes each character on its own, so
+text cleaned in pieces (a Wyoming stream) is the text cleaned whole:
 
 * a lone surrogate (what a wrong decoder leaves, e.g. Python's ``surrogateescape``) is refused with its
   position: it is not text;
@@ -19,7 +21,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from kokoro_tvm_ext.errors import InvalidInputError
+from kokoro_tvm_ext.support.errors import InvalidInputError
 
 MAX_NUMBER_DIGITS = 30
 # Control characters that are not whitespace (str.isspace): C0 and C1 without \t \n \v \f \r \x1c-\x1f \x85.

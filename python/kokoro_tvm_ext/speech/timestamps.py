@@ -17,7 +17,7 @@ their own (they are phoneme tokens too); a word without phonemes (``$`` in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kokoro_tvm_ext.model.spec import SAMPLE_RATE, SAMPLES_PER_FRAME
 
@@ -28,9 +28,14 @@ class WordTiming:
     start_time: float  # seconds from the start of the whole audio
     end_time: float
     space_after: bool = True  # for joining words back into text (subtitles)
+    sentence_end: bool = False  # a sentence (or paragraph, or heading) of the text ends after it: subtitles' cues
 
     def as_json(self) -> dict:
         return {"word": self.word, "start_time": self.start_time, "end_time": self.end_time}
+
+    def shifted(self, seconds: float) -> WordTiming:
+        """The same word ``seconds`` later (audio placed after ``seconds`` of other audio)."""
+        return replace(self, start_time=self.start_time + seconds, end_time=self.end_time + seconds)
 
 
 def word_timings(
@@ -38,11 +43,11 @@ def word_timings(
     durations,
     vocab: dict[str, int],
     *,
-    offset_seconds: float = 0.0,
     sample_rate: int = SAMPLE_RATE,
     samples_per_frame: int = SAMPLES_PER_FRAME,
 ) -> list[WordTiming]:
-    """One :class:`WordTiming` per word of a chunk, in seconds plus ``offset_seconds``.
+    """One :class:`WordTiming` per word of a chunk, in seconds from the chunk's first sample (``shifted`` places
+    it after the audio before it).
 
     ``words``: the chunk's words (objects with ``text``, ``phonemes``, ``space_after``),
     ``durations``: that chunk's frames per token id incl. both boundary ids. A token
@@ -70,8 +75,8 @@ def word_timings(
         out.append(
             WordTiming(
                 w.text,
-                offset_seconds + start * seconds_per_frame,
-                offset_seconds + end * seconds_per_frame,
+                start * seconds_per_frame,
+                end * seconds_per_frame,
                 bool(w.space_after),
             )
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -18,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from kokoro_tvm_ext.errors import AssetError, UnwritablePathError
+from kokoro_tvm_ext.support.errors import AssetError, UnwritablePathError
 
 CACHE_ENV = "KOKORO_TVM_CACHE"
 
@@ -52,7 +53,6 @@ def atomic_write(path: Path | str, mode: str = "wb") -> Iterator[IO]:
 def atomic_directory(path: Path | str) -> Iterator[Path]:
     """Fill a temp directory beside ``path``; when the block succeeds it replaces ``path`` (a directory
     that was there is removed first), on any error it is removed and ``path`` is untouched."""
-    import shutil
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -61,6 +61,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from kokoro_tvm_ext.model.adapters.stft import ConvSTFT, TorchSTFT
+from kokoro_tvm_ext.model.runtime.noise import make_noise as host_noise
+from kokoro_tvm_ext.model.spec import HARMONICS, SAMPLES_PER_FRAME
 
 #: Kokoro-82M's decoder hyper-parameters (config.json: ``hidden_dim``,
 #: ``style_dim``, ``n_mels`` and ``istftnet``).
@@ -115,8 +117,6 @@ def make_noise(
 ) -> dict[str, np.ndarray]:
     """The decoder's noise inputs for ``num_frames`` frames (see ``runtime.noise.make_noise``),
     sized from ``decoder`` when given (9 harmonics, 600 samples per frame for Kokoro-82M)."""
-    from kokoro_tvm_ext.model.runtime.noise import make_noise as host_noise
-    from kokoro_tvm_ext.model.spec import HARMONICS, SAMPLES_PER_FRAME
 
     h = harmonics(decoder) if decoder is not None else HARMONICS
     s = samples_per_frame(decoder) if decoder is not None else SAMPLES_PER_FRAME

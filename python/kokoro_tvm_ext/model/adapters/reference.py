@@ -14,7 +14,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from kokoro_tvm_ext.model.adapters.decoder import make_noise
-from kokoro_tvm_ext.model.spec import add_boundary_ids, strip_boundary_ids
+from kokoro_tvm_ext.model.spec import MAX_TOKENS, SAMPLE_RATE, add_boundary_ids, strip_boundary_ids
 
 
 class InjectedNoise(TorchFunctionMode):
@@ -144,7 +144,6 @@ class TorchKokoro:
     name = "torch"
 
     def __init__(self, model, num_threads: int | None = None, own_noise: bool = False):
-        from kokoro_tvm_ext.model.spec import MAX_TOKENS, SAMPLE_RATE
 
         if num_threads is not None:
             torch.set_num_threads(num_threads)

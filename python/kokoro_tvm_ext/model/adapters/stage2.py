@@ -62,7 +62,7 @@ class AudioStage(nn.Module):
 
 
 # The adapter's parameter names -> KModel's state-dict names (its copies of the predictor's parts and of
-# the decoder, with weight norm folded; model/checkpoint.py unfolds the pairs).
+# the decoder, with weight norm folded; model/binding.py unfolds the pairs).
 CHECKPOINT_NAMES = (
     ("shared.", "predictor.shared."),
     ("F0_proj.", "predictor.F0_proj."),

@@ -18,7 +18,7 @@ What must hold even then (token ids inside the embedding) the runtime checks
 against the weights themselves (``KokoroTVM``).
 
 An artifact holds one compiled library and one checkpoint's weights (bound to it by
-model/checkpoint.py), or the library alone (``holds_checkpoint`` false: a prebuilt
+model/binding.py), or the library alone (``holds_checkpoint`` false: a prebuilt
 library, model/prebuilt.py), which loads only once a checkpoint is bound to it.
 """
 
@@ -30,9 +30,9 @@ import os
 import re
 from pathlib import Path
 
-from kokoro_tvm_ext.errors import ArtifactCorruptError, ArtifactMissingError
 from kokoro_tvm_ext.model.runtime.weights import WEIGHTS, index_problem
 from kokoro_tvm_ext.model.spec import MAX_TOKENS
+from kokoro_tvm_ext.support.errors import ArtifactCorruptError, ArtifactMissingError
 from kokoro_tvm_ext.support.file_hash import file_sha256, remembered_sha256
 
 LIBRARY = "kokoro.so"
@@ -45,7 +45,7 @@ FILES = {LIBRARY: "library", WEIGHTS: "weights"}
 # 2 = Winograd F(4,7) (was F(2,7)), new interpolation points; 3 = library size and sha256;
 # 4 = weights lifted out of the library into weights.bin; 5 = every field checked and
 # its sha256 recorded (field_sha256), token_embeddings; 6 = the library takes the checkpoint's
-# tensors (checkpoint_inputs) and transforms them itself (model/checkpoint.py).
+# tensors (checkpoint_inputs) and transforms them itself (model/binding.py).
 FORMAT_VERSION = 6
 RECOMPILE_HINT = "compile again (`kokoro-tvm compile`, or delete it to let `kokoro-tvm say` rebuild it)"
 DIGESTS = "field_sha256"

@@ -25,8 +25,8 @@ import os
 import platform
 from pathlib import Path
 
-from kokoro_tvm_ext.errors import ArtifactCorruptError, UnsupportedCPUError
 from kokoro_tvm_ext.model.runtime.artifact import META, RECOMPILE_HINT
+from kokoro_tvm_ext.support.errors import ArtifactCorruptError, UnsupportedCPUError
 
 # LLVM feature name -> the flag Linux shows in /proc/cpuinfo, where the two differ.
 _CPUINFO_FLAG = {

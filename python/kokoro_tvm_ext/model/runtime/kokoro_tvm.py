@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kokoro_tvm_ext.errors import ArtifactCorruptError, ArtifactMissingError, InvalidInputError
+from kokoro_tvm_ext import _native  # noqa: F401  (registers the kernels an artifact calls)
 from kokoro_tvm_ext.model.runtime.artifact import LIBRARY, holds_checkpoint, load_checked_meta
 from kokoro_tvm_ext.model.runtime.cpu_features import check_cpu
 from kokoro_tvm_ext.model.runtime.heap import release_free_memory
@@ -16,6 +16,7 @@ from kokoro_tvm_ext.model.runtime.threads import set_num_threads
 from kokoro_tvm_ext.model.runtime.tvm_runtime import import_tvm, load_vm
 from kokoro_tvm_ext.model.runtime.weights import WEIGHTS, load_weights
 from kokoro_tvm_ext.model.spec import BOUNDARY_ID, STYLE_DIM, add_boundary_ids, strip_boundary_ids
+from kokoro_tvm_ext.support.errors import ArtifactCorruptError, ArtifactMissingError, InvalidInputError
 
 
 class KokoroTVM:
@@ -56,7 +57,7 @@ class KokoroTVM:
         if not holds_checkpoint(self.meta):
             raise ArtifactMissingError(
                 f"{self.out_dir} holds a compiled library but no weights (a prebuilt library); bind a checkpoint "
-                "to it (kokoro_tvm_ext.model.checkpoint.bind_checkpoint), or let `kokoro-tvm say` bind the "
+                "to it (kokoro_tvm_ext.model.binding.bind_checkpoint), or let `kokoro-tvm say` bind the "
                 "default weights to it"
             )
         if self.meta["tvm"] != tvm.__version__:
@@ -64,8 +65,6 @@ class KokoroTVM:
                 f"{self.out_dir} was compiled with TVM {self.meta['tvm']}, this is TVM {tvm.__version__}; compile again"
             )
         check_cpu(self.meta, self.out_dir)  # before any of its code can run
-        if self.meta["lstm_impl"] == "plugin":
-            import kokoro_tvm_ext._native  # noqa: F401  (registers the kernels the artifact calls)
         self._vm = load_vm(self.out_dir / LIBRARY, tvm, allocator)
         # Each function's weights, passed after its inputs (mapped from weights.bin, not copied).
         self._weights = load_weights(self.out_dir / WEIGHTS, self.meta["weights_index"], tvm)

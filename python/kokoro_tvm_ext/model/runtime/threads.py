@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import os
 
+import tvm_ffi
+
+from kokoro_tvm_ext import _native  # noqa: F401  (registers kokoro_tvm_ext.set_num_threads)
+
 
 def set_num_threads(n: int) -> None:
     """Run TVM's loops and our kernels on ``n`` threads (default: ``TVM_NUM_THREADS``, else all CPUs).
@@ -14,9 +18,6 @@ def set_num_threads(n: int) -> None:
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"num_threads must be a positive integer, got {n!r}")
-    import tvm_ffi
-
-    import kokoro_tvm_ext._native  # noqa: F401  (registers kokoro_tvm_ext.set_num_threads)
 
     tvm_ffi.get_global_func("kokoro_tvm_ext.set_num_threads")(n)
     os.environ["TVM_NUM_THREADS"] = str(n)  # TVM reads it when its pool starts

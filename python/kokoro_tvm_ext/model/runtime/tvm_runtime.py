@@ -16,6 +16,12 @@ import os
 import sys
 import threading
 
+import tvm_ffi
+from tvm_ffi import core
+
+from kokoro_tvm_ext.plugin.native_log import quiet_harmless_warnings
+from kokoro_tvm_ext.support.torch_free import torch_hidden
+
 RUNTIME_ONLY_ENV = "TVM_USE_RUNTIME_LIB"
 _lock = threading.Lock()
 
@@ -24,7 +30,6 @@ def import_tvm():
     """The ``tvm`` module: the one already imported, else TVM's runtime only."""
     if "tvm" in sys.modules:
         return sys.modules["tvm"]
-    from kokoro_tvm_ext.support.torch_free import torch_hidden
 
     with _lock:
         before = os.environ.get(RUNTIME_ONLY_ENV)
@@ -48,8 +53,6 @@ def _unknown_types_looked_up_quietly():
     reads every loaded library's debug info: 0.2 s on the first miss. Keys the table
     does not list are answered "unknown" here without asking; the answer is the same.
     (patches/0011 makes the same change in tvm_ffi itself.)"""
-    import tvm_ffi
-    from tvm_ffi import core
 
     lookup = core._object_type_key_to_index
     registered = tvm_ffi.get_global_func("ffi.GetRegisteredTypeKeys", allow_missing=True)
@@ -80,8 +83,6 @@ def load_vm(library, tvm, memory_cfg: str | None = None):
     """A Relax VM on the CPU for the compiled ``library`` (a path); TVM's per-constant load trace is kept
     off stderr (plugin/native_log.py)."""
     from tvm.runtime.vm import VirtualMachine
-
-    from kokoro_tvm_ext.plugin.native_log import quiet_harmless_warnings
 
     with quiet_harmless_warnings(count_hidden=False):
         module = tvm.runtime.load_module(str(library))

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from kokoro_tvm_ext.errors import CorruptAssetError, MissingAssetError
 from kokoro_tvm_ext.model.weights.layout import SUBMODULES, bundled_layout
+from kokoro_tvm_ext.support.errors import CorruptAssetError, MissingAssetError
 
 SAFETENSORS = ".safetensors"
 TORCH_SUFFIXES = (".pth", ".pt")

@@ -19,11 +19,11 @@ import warnings
 from contextlib import nullcontext
 from pathlib import Path
 
-from kokoro_tvm_ext.errors import CorruptAssetError
 from kokoro_tvm_ext.model.weights.files import normalize_state_dict, read_checkpoint
 from kokoro_tvm_ext.model.weights.layout import LAYOUT_FILE, SUBMODULES, hyperparameters
 from kokoro_tvm_ext.model.weights.sources import REBUILD, Weights, find_weights
 from kokoro_tvm_ext.support.cache import Progress
+from kokoro_tvm_ext.support.errors import CorruptAssetError
 
 
 def empty_checkpoint() -> io.BytesIO:

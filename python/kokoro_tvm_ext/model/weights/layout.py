@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from kokoro_tvm_ext.errors import CorruptAssetError
+from kokoro_tvm_ext.support.errors import CorruptAssetError
 
 SUBMODULES = ("bert", "bert_encoder", "predictor", "text_encoder", "decoder")
 LAYOUT_FILE = Path(__file__).parent / "data" / "kmodel-82m-layout.json"

@@ -14,8 +14,8 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-from kokoro_tvm_ext.errors import CorruptAssetError, MissingAssetError
 from kokoro_tvm_ext.support.cache import Progress
+from kokoro_tvm_ext.support.errors import CorruptAssetError, MissingAssetError
 
 ONNX_SHA256 = "6e742170d309016e5891a994e1ce1559c702a2ccd0075e67ef7157974f6406cb"
 ONNX_SIZE = 92_361_271

@@ -43,9 +43,9 @@ from contextlib import nullcontext
 
 import numpy as np
 
-from kokoro_tvm_ext.errors import CorruptAssetError
 from kokoro_tvm_ext.model.weights.layout import layout_for
 from kokoro_tvm_ext.support.cache import Progress
+from kokoro_tvm_ext.support.errors import CorruptAssetError
 
 # Bump when the conversion or the stored format changes: the cache key includes it.
 # 2: stored as safetensors (flat names), rebuilt without torch; the same float32 values as 1.

@@ -31,12 +31,12 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kokoro_tvm_ext.errors import AssetError, CorruptAssetError, MissingAssetError
 from kokoro_tvm_ext.model.config import load_config
 from kokoro_tvm_ext.model.weights import hf_cache, onnx_parts
 from kokoro_tvm_ext.model.weights.files import CONVERT_HINT, check_fits, check_format, safetensors_shapes
 from kokoro_tvm_ext.model.weights.rebuild import REBUILD_VERSION, rebuild_state_dict
 from kokoro_tvm_ext.support.cache import AtomicFiles, Progress, cache_dir
+from kokoro_tvm_ext.support.errors import AssetError, CorruptAssetError, MissingAssetError
 from kokoro_tvm_ext.support.file_hash import remembered_sha256
 
 WEIGHTS_ENV = "KOKORO_TVM_WEIGHTS"

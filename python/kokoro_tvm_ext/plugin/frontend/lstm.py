@@ -17,6 +17,7 @@ loop (impl="tir", see lstm_tir.py). Either way the IR size does not depend on T.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 
 from tvm import relax
 
@@ -77,7 +78,6 @@ def convert_aten_lstm(node, importer, impl: str = "plugin"):
 
 def lstm_converters(impl: str) -> dict:
     """The converter entries for one LSTM implementation."""
-    from functools import partial
 
     return {
         "lstm.default": partial(convert_custom_lstm, impl=impl),

@@ -26,7 +26,12 @@ import contextlib
 import functools
 from collections.abc import Iterator
 
+import tvm
+import tvm.relax  # TVM's own handlers, which ours hand unsupported calls to, are registered on this import
 import tvm_ffi
+
+from kokoro_tvm_ext.plugin.legalize.lstm_tir import legalize_lstm
+from kokoro_tvm_ext.plugin.lstm_call import LSTM_OP_NAME
 
 #: Where our handlers sit in TVM's op-attribute registry: above TVM's (10) and our Python fixes (11).
 PRIORITY_LEVEL = 15
@@ -38,17 +43,8 @@ def _function(name: str):
     return tvm_ffi.get_global_func(_PREFIX + name)
 
 
-#: The plugin's LSTM op, also the LSTM kernel's global name.
-LSTM_OP_NAME = "kokoro_tvm_ext.lstm"
 #: The level of the LSTM op's own ``FLegalize`` (the TIR implementation): TVM's level for its ops' own.
 LSTM_OWN_LEGALIZATION_LEVEL = 10
-
-
-def _lstm_in_tir(bb, call):
-    # Imported on use: the frontend package imports the converters and torch.
-    from kokoro_tvm_ext.plugin.legalize.lstm_tir import legalize_lstm
-
-    return legalize_lstm(bb, call)
 
 
 @functools.cache
@@ -56,23 +52,18 @@ def lstm_op():
     """The plugin's LSTM as a Relax op (``tvm.ir.Op``), registered on first use.
 
     The Rust library registers the op and its type inference (``tvm-ext/src/legalize/lstm_op.rs``); here its
-    own legalization, the TIR implementation (frontend/lstm_tir.py), which our handler hands calls to when the
+    own legalization, the TIR implementation (legalize/lstm_tir.py), which our handler hands calls to when the
     kernels are off. Its arguments are the kernel's (``kernels.arguments("lstm", ...)``).
     """
-    import tvm
-
     _function("register_lstm_op")()
     op = tvm.ir.Op.get(LSTM_OP_NAME)
     if op.get_attr("FLegalize") is None:
-        tvm.ir.register_op_attr(LSTM_OP_NAME, "FLegalize", _lstm_in_tir, level=LSTM_OWN_LEGALIZATION_LEVEL)
+        tvm.ir.register_op_attr(LSTM_OP_NAME, "FLegalize", legalize_lstm, level=LSTM_OWN_LEGALIZATION_LEVEL)
     return op
 
 
 def _install() -> None:
-    # TVM registers its own handlers, which ours hand unsupported calls to, when tvm.relax is imported;
-    # the LSTM op's own (the TIR implementation) comes with the op.
-    import tvm.relax  # noqa: F401
-
+    # The LSTM op's own legalization (the TIR implementation), which our handler falls back on, comes with the op.
     lstm_op()
     _function("install")(PRIORITY_LEVEL)
 

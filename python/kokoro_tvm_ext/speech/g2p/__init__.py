@@ -7,12 +7,15 @@ One module per G2P family, all behind :func:`phonemize` / :func:`phonemize_words
 * :mod:`.japanese`  ``j``: misaki's Cutlet on MeCab + unidic-lite;
 * :mod:`.chinese`   ``z``: misaki's ZHG2P (jieba, pypinyin, cn2an);
 * :mod:`.languages` the codes and aliases; :mod:`.words` the ``Word`` type;
-* :mod:`.tokens`    phonemes -> token ids; :mod:`.chunking` 510-token chunks.
+* :mod:`.tokens`    phonemes -> token ids.
 
 Each is the path hexgrad's KPipeline takes for that ``lang_code`` with Kokoro-82M, so the
-phonemes match KPipeline's. Text is read paragraph by paragraph (blank lines); a single
-newline is a space; paragraphs are joined by a space. Whitespace in the phoneme string is
-collapsed to single spaces.
+phonemes match KPipeline's. Text is read sentence by sentence, cut where
+:mod:`kokoro_tvm_ext.speech.sentences` says sentences end, before any G2P sees it: a
+sentence's phonemes never depend on the text around it (what lets a stream of text speak
+as the whole text does). A single newline is a space; sentences are joined by a space.
+Whitespace in the phoneme string is collapsed to single spaces. Chunking is
+:mod:`kokoro_tvm_ext.speech.chunks`'.
 """
 
 from __future__ import annotations
@@ -22,16 +25,18 @@ import sys
 import threading
 import warnings
 
-from kokoro_tvm_ext.errors import InvalidInputError, KokoroError
 from kokoro_tvm_ext.model.spec import MAX_TOKENS
 from kokoro_tvm_ext.speech.cancel import check_cancelled
-from kokoro_tvm_ext.speech.g2p.chunking import chunk_phonemes
+from kokoro_tvm_ext.speech.g2p import chinese, english, espeak, japanese
 from kokoro_tvm_ext.speech.g2p.english import english_g2p
 from kokoro_tvm_ext.speech.g2p.languages import LANGUAGES, Language, known_languages_text, language, resolve_lang
+from kokoro_tvm_ext.speech.g2p.overrides import spliced_words
 from kokoro_tvm_ext.speech.g2p.tokens import UnknownPhonemeWarning, count_tokens, default_vocab, tokenize
 from kokoro_tvm_ext.speech.g2p.words import Word, concat_paragraphs, join_words
-from kokoro_tvm_ext.speech.markup import Override, Pause, parse_markup, written_text
+from kokoro_tvm_ext.speech.markup import Override, Pause, Segment, parse_markup, split_at_pauses, written_text
+from kokoro_tvm_ext.speech.sentences import ends_paragraph, split_segments
 from kokoro_tvm_ext.speech.text_checks import clean_text
+from kokoro_tvm_ext.support.errors import InvalidInputError, KokoroError
 
 __all__ = [
     "LANGUAGES",
@@ -40,8 +45,6 @@ __all__ = [
     "LanguageMismatchWarning",
     "UnknownPhonemeWarning",
     "Word",
-    "chunk_phonemes",
-    "chunk_text",
     "count_tokens",
     "default_vocab",
     "english_g2p",
@@ -51,6 +54,7 @@ __all__ = [
     "phonemize",
     "phonemize_paragraphs",
     "phonemize_words",
+    "read_sentences",
     "resolve_lang",
     "tokenize",
 ]
@@ -61,38 +65,10 @@ class LanguageMismatchWarning(UserWarning):
 
 
 def _check_text(text: str) -> str:
-    text = clean_text(text)  # idempotent: Speaker.plan has done it, direct callers of phonemize have not
+    text = clean_text(text)  # for direct callers: Speaker.plan gives cleaned segments, read without this
     if not text.strip():
         raise InvalidInputError("text is empty")
     return text
-
-
-_BLANK_LINE = re.compile(r"\n[ \t\r\f\v]*\n")
-
-
-def _paragraphs(segments) -> list:
-    """Text and overrides -> paragraphs (blank lines and pauses end one), whitespace collapsed to single
-    spaces: a paragraph of plain text is a str (read as before), one with overrides a list of both."""
-    out: list[list] = [[]]
-    for seg in segments:
-        if isinstance(seg, Pause):
-            out.append([])
-        elif isinstance(seg, Override):
-            out[-1].append(seg)
-        else:
-            for i, part in enumerate(_BLANK_LINE.split(seg)):
-                if i:
-                    out.append([])
-                out[-1].append(re.sub(r"\s+", " ", part))
-    paragraphs = []
-    for para in out:
-        if not any(isinstance(s, Override) or s.strip() for s in para):
-            continue
-        if all(isinstance(s, str) for s in para):
-            paragraphs.append("".join(para).strip())
-        else:
-            paragraphs.append(para)
-    return paragraphs
 
 
 def _warn_if_foreign(text: str, lang: Language) -> None:
@@ -106,56 +82,33 @@ def _warn_if_foreign(text: str, lang: Language) -> None:
         )
 
 
-def _paragraph_words(paragraph, lang: Language, cancel: threading.Event | None = None) -> list[Word]:
-    """A paragraph (a str, or text and overrides) -> its Words."""
+def _words(sentence, lang: Language, cancel: threading.Event | None = None) -> list[Word]:
+    """One sentence (a str, or text and overrides) -> its Words, by the language's G2P."""
     if lang.g2p == "misaki-en":
-        from kokoro_tvm_ext.speech.g2p import english
-
-        return english.paragraph_words(paragraph, lang.code)
+        return english.paragraph_words(sentence, lang.code)
     if lang.g2p == "espeak":
-        from kokoro_tvm_ext.speech.g2p import espeak
-
-        return espeak.paragraph_words(paragraph, lang.espeak_voice, cancel)
-    if not isinstance(paragraph, str):  # Japanese, Mandarin: the text between overrides, run by run
-        from kokoro_tvm_ext.speech.g2p.overrides import spliced_words
-
-        return spliced_words(paragraph, lambda text: _paragraph_words(text, lang, cancel), lang.spaced)
+        return espeak.paragraph_words(sentence, lang.espeak_voice, cancel)
+    if not isinstance(sentence, str):  # Japanese, Mandarin: the text between overrides, run by run
+        return spliced_words(sentence, lambda text: _words(text, lang, cancel), lang.spaced)
     if lang.g2p == "misaki-ja":
-        from kokoro_tvm_ext.speech.g2p import japanese
+        return japanese.paragraph_words(sentence, cancel)
 
-        return japanese.paragraph_words(paragraph, cancel)
-    from kokoro_tvm_ext.speech.g2p import chinese
-
-    return chinese.paragraph_words(paragraph)
+    return chinese.paragraph_words(sentence)
 
 
-def _read(paragraph: str, number: int, lang: Language, cancel: threading.Event | None) -> list[Word]:
-    """``_paragraph_words``, with a G2P library's failure on this text turned into one line naming the
-    language and the sentence (our own bugs and missing packages keep their traceback)."""
+def _read(sentence, paragraph: int, lang: Language, cancel: threading.Event | None) -> list[Word]:
+    """``_words``, with a G2P library's failure on this text turned into one line naming the language and the
+    sentence (our own bugs and missing packages keep their traceback)."""
     try:
-        return _paragraph_words(paragraph, lang, cancel)
+        return _words(sentence, lang, cancel)
     except Exception as err:  # noqa: BLE001 - sorted by where it was raised
         if not _raised_in_library(err):
             raise
-        where = f"paragraph {number}"
-        sentences = _SENTENCE.findall(paragraph) if isinstance(paragraph, str) else []
-        for sentence in sentences:
-            try:
-                _paragraph_words(sentence, lang, cancel)
-            except Exception as again:  # noqa: BLE001
-                if _raised_in_library(again):
-                    where += f", the sentence {_shorten(sentence)!r}"
-                    break
-                raise
-        else:
-            where += f" ({_shorten(paragraph if isinstance(paragraph, str) else written_text(paragraph))!r})"
+        written = sentence if isinstance(sentence, str) else written_text(sentence)
         raise InvalidInputError(
-            f"the {lang.name} G2P could not read {where}: {type(err).__name__} in {_library(err)}; "
-            "rephrase or remove that part"
+            f"the {lang.name} G2P could not read paragraph {paragraph}, the sentence {_shorten(written)!r}: "
+            f"{type(err).__name__} in {_library(err)}; rephrase or remove that part"
         ) from err
-
-
-_SENTENCE = re.compile(r".+?(?:[.!?…。！？]+|$)\s*", re.S)
 
 
 def _shorten(text: str, limit: int = 60) -> str:
@@ -191,60 +144,75 @@ def _library(err: BaseException) -> str:
     return ""
 
 
-def _words_by_paragraph(text, lang: str, cancel: threading.Event | None = None, lexicon=None) -> list[list[Word]]:
-    """``text``: a str (its markup is read here: overrides are spoken as given, a pause ends a paragraph) or
-    the segments :func:`~kokoro_tvm_ext.speech.markup.parse_markup` made of it."""
+def _collapsed(span: list[str | Override]):
+    """A sentence's text with its whitespace collapsed to single spaces: a str, or text and overrides."""
+    if all(isinstance(s, str) for s in span):
+        return re.sub(r"\s+", " ", "".join(span)).strip()
+    return [re.sub(r"\s+", " ", s) if isinstance(s, str) else s for s in span]
+
+
+def read_sentences(
+    text: str | list[Segment], lang: str = "a", cancel: threading.Event | None = None, lexicon=None
+) -> list[tuple[int, list[Word] | Pause, bool]]:
+    """Text -> its sentences' Words, each sentence read alone (cut by :mod:`kokoro_tvm_ext.speech.sentences`
+    before any G2P): ``(paragraph, Words, ends_sentence)``, with the number of the paragraph it is in (blank
+    lines separate paragraphs). A pause tag is in the list where it stands; the Words of a sentence on either
+    side of it come separately, only the last of them ending the sentence. Sentences without Words are left
+    out.
+
+    ``text``: a str (cleaned, and its markup read, here) or the segments
+    :func:`~kokoro_tvm_ext.speech.markup.parse_markup` made of text already cleaned (what ``Speaker.plan``
+    gives). ``lexicon`` (a :class:`~kokoro_tvm_ext.speech.lexicon.Lexicon`) gives the phonemes of its words.
+    Raises RequestCancelled between sentences (and inside long ones) once ``cancel`` is set."""
     info = language(lang)
     segments = parse_markup(_check_text(text)) if isinstance(text, str) else list(text)
     if lexicon is not None:
         segments = lexicon.apply(segments, info.code)
     written = written_text(segments)
-    if not written.strip():
+    if written.strip():
+        _warn_if_foreign(written, info)
+    elif not any(isinstance(s, Pause) for s in segments):
         raise InvalidInputError("text is empty")
-    _warn_if_foreign(written, info)
-    out = []
-    for number, p in enumerate(_paragraphs(segments), 1):
+    out: list[tuple[int, list[Word] | Pause, bool]] = []
+    paragraph = 1
+    for sentence in split_segments(segments, info.code):
         check_cancelled(cancel)
-        out.append(_read(p, number, info, cancel))
+        spans = split_at_pauses(sentence)
+        last = max((i for i, span in enumerate(spans) if not isinstance(span, Pause)), default=-1)
+        for i, span in enumerate(spans):
+            if isinstance(span, Pause):
+                out.append((paragraph, span, False))
+            elif words := _read(_collapsed(span), paragraph, info, cancel):
+                out.append((paragraph, words, i == last))
+        paragraph += ends_paragraph(sentence)
     return out
 
 
 def phonemize_paragraphs(
     text, lang: str = "a", cancel: threading.Event | None = None, lexicon=None
 ) -> list[list[Word]]:
-    """Text -> its paragraphs' Words (blank lines separate paragraphs; empty ones are dropped). Raises
-    RequestCancelled between paragraphs (and inside long ones) once ``cancel`` is set. ``text`` may hold
-    overrides (``[word](/phonemes/)``); ``lexicon`` (a :class:`~kokoro_tvm_ext.speech.lexicon.Lexicon`)
-    gives the phonemes of its words."""
-    return [words for words in _words_by_paragraph(text, lang, cancel, lexicon) if words]
+    """Text -> its paragraphs' Words (blank lines separate paragraphs; empty ones are dropped), read sentence
+    by sentence. Raises RequestCancelled between sentences (and inside long ones) once ``cancel`` is set.
+    ``text`` may hold overrides (``[word](/phonemes/)``); ``lexicon`` (a
+    :class:`~kokoro_tvm_ext.speech.lexicon.Lexicon`) gives the phonemes of its words."""
+    paragraphs: dict[int, list[list[Word]]] = {}
+    for number, item, _ in read_sentences(text, lang, cancel, lexicon):
+        if not isinstance(item, Pause):
+            paragraphs.setdefault(number, []).append(item)
+    return [concat_paragraphs(sentences) for sentences in paragraphs.values()]
 
 
 def phonemize_words(text: str, lang: str = "a", lexicon=None) -> list[Word]:
     """Text -> its Words (written word or punctuation mark, phonemes, space after), such that
     ``join_words(words).strip() == phonemize(text, lang)``. ``lang``: a one-letter code
     (``a``, ``f``, ...) or an alias (``en-us``, ``fr``, ...; see :mod:`.languages`)."""
-    return concat_paragraphs(_words_by_paragraph(text, lang, lexicon=lexicon))
+    return concat_paragraphs(
+        item for _, item, _ in read_sentences(text, lang, lexicon=lexicon) if not isinstance(item, Pause)
+    )
 
 
 def phonemize(text: str, lang: str = "a", lexicon=None) -> str:
-    """Text -> one Kokoro phoneme string (paragraphs joined by a space). Raises InvalidInputError for
+    """Text -> one Kokoro phoneme string (sentences joined by a space). Raises InvalidInputError for
     empty text or an unknown language. Overrides (``[word](/phonemes/)``) and ``lexicon`` words are spoken
-    as given; a pause tag, which has no phonemes, separates paragraphs."""
+    as given; a pause tag, which has no phonemes, separates the words around it by a space."""
     return join_words(phonemize_words(text, lang, lexicon)).strip()
-
-
-def chunk_text(
-    text: str, vocab: dict[str, int] | None = None, max_tokens: int = MAX_TOKENS, lang: str = "a"
-) -> list[str]:
-    """Text -> phoneme chunks of at most ``max_tokens`` tokens: paragraphs are hard boundaries,
-    then sentences are packed greedily (see :mod:`.chunking`). Raises ``InvalidInputError("text is
-    empty")`` for empty text, and InvalidInputError when nothing in it can be pronounced."""
-    chunks: list[str] = []
-    for words in _words_by_paragraph(text, lang):
-        chunks.extend(chunk_phonemes(join_words(words).strip(), vocab, max_tokens))
-    if not chunks:
-        raise InvalidInputError(
-            f"text has nothing to pronounce in {language(lang).name}: {text[:40]!r} "
-            "(is it in another language? choose one with --lang or a voice of that language)"
-        )
-    return chunks

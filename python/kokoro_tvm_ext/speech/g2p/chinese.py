@@ -11,6 +11,7 @@ becomes the Word ``二零二四``), and the punctuation marks.
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from functools import lru_cache
@@ -26,7 +27,6 @@ _lock = threading.Lock()
 
 @lru_cache(maxsize=1)
 def _g2p():
-    import logging
 
     import jieba
     from misaki import zh

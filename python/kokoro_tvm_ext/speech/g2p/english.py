@@ -2,12 +2,19 @@
 
 misaki's English G2P (the one hexgrad's KPipeline uses for ``lang_code='a'``/``'b'``) normally
 loads spaCy's ``en_core_web_sm`` and downloads it when missing. That model is not on PyPI,
-so here misaki gets ``spacy.blank('en')`` (the same tokenizer rules) plus a small rule-based
-Penn Treebank tagger instead. The tags matter in a few places: punctuation, numbers and
-currency, ``a``/``the``/``to``/``I``, and noun/verb heteronyms (``to record`` vs
+so here misaki gets spaCy's English tokenizer (``spacy.blank('en')``'s rules) plus a small
+rule-based Penn Treebank tagger instead. The tags matter in a few places: punctuation, numbers
+and currency, ``a``/``the``/``to``/``I``, and noun/verb heteronyms (``to record`` vs
 ``a record``); the rules cover these common cases, not full POS accuracy.
 Out-of-vocabulary words go to espeak-ng (bundled by ``espeakng_loader``) through misaki's
 ``EspeakFallback``, as in KPipeline. Everything else is misaki unchanged: ``unk=''``.
+
+A cold ``say`` reads one sentence, so :func:`english_g2p` is built from parts quick to load
+(~0.06 s, where spaCy, misaki's JSON lexicon and phonemizer took ~0.7 s): spaCy's tokenizer
+rules run without importing spaCy (:mod:`.english_tokenizer`), misaki's lexicon read from the
+user cache (:mod:`.english_lexicon`), espeak-ng called without importing phonemizer
+(:mod:`.english_espeak`). :func:`reference_g2p` is the same G2P on spaCy, misaki's ``Lexicon``
+and phonemizer; tests/speech/test_english_corpus.py holds the two equal on 2,400 sentences.
 
 Words come from misaki's own tokens (text, phonemes, whitespace), exactly as KPipeline
 joins them into a chunk's phoneme string.
@@ -16,11 +23,19 @@ joins them into a chunk's phoneme string.
 from __future__ import annotations
 
 import re
+import sys
 import threading
+import types
 import warnings
 from functools import lru_cache
 
+import numpy as np
+
+from kokoro_tvm_ext.speech.g2p import english_espeak
+from kokoro_tvm_ext.speech.g2p.english_lexicon import cached_lexicon
+from kokoro_tvm_ext.speech.g2p.english_tokenizer import blank_english, english_tokenizer
 from kokoro_tvm_ext.speech.g2p.words import Word, words_from_pieces
+from kokoro_tvm_ext.support.torch_free import torch_hidden
 
 # ---------------------------------------------------------------------------------------
 # Rule-based tagging for spaCy's blank English pipeline
@@ -79,12 +94,12 @@ _NUMBER = re.compile(r"^[+-]?(\d[\d,]*)(\.\d+)?%?$")
 _ORDINAL = re.compile(r"^\d+(st|nd|rd|th)$", re.IGNORECASE)
 
 
-def _tag_token(tok, prev_tag: str | None, prev_lower: str | None, sentence_start: bool) -> str:
+def _tag_token(tok, prev, prev_tag: str | None, prev_lower: str | None, sentence_start: bool) -> str:
     text = tok.text
     lower = text.lower()
     if tok.is_space:
         return "_SP"
-    if text in ("-", "–") and tok.i > 0 and not tok.whitespace_ and not tok.nbor(-1).whitespace_:
+    if text in ("-", "–") and prev is not None and not tok.whitespace_ and not prev.whitespace_:
         return "HYPH"  # inside a word ("open-weight"), not a dash
     if text in _PUNCT_TAGS:
         return _PUNCT_TAGS[text]
@@ -125,54 +140,50 @@ def _tag_token(tok, prev_tag: str | None, prev_lower: str | None, sentence_start
     return "NNS" if lower.endswith("s") and not lower.endswith("ss") and prev_tag in ("DT", "JJ", "CD") else "NN"
 
 
-def _blank_english():
-    """``spacy.blank("en")``, without what spaCy loads for trained pipelines only.
+def tag_tokens(tokens) -> None:
+    """Set ``tag_`` on spaCy-like tokens (``text``, ``whitespace_``, ``is_space``, ``like_num``), in order."""
+    prev = prev_tag = prev_lower = None
+    sentence_start = True
+    quote_open = False
+    for tok in tokens:
+        if tok.text == '"':  # straight quotes alternate: opening (``) then closing ('')
+            tag = "''" if quote_open else "``"
+            quote_open = not quote_open
+        else:
+            tag = _tag_token(tok, prev, prev_tag, prev_lower, sentence_start)
+        tok.tag_ = tag
+        prev = tok
+        if tag == "_SP":
+            continue
+        if tag == ".":
+            sentence_start = True
+        elif tag not in ("``", "-LRB-"):
+            sentence_start = False
+        prev_tag, prev_lower = tag, tok.text.lower()
 
-    Importing spaCy imports torch through thinc when torch is installed, and every new
-    pipeline imports all pipeline factories that installed packages register as entry
-    points (spacy-curated-transformers, which misaki[en] installs, pulls in transformers
-    and torch): ~3 s and ~500 MB for a tokenizer that needs neither.
-    """
-    from kokoro_tvm_ext.support.torch_free import torch_hidden
 
-    with torch_hidden():
-        import spacy
-        from spacy.util import registry
+class _RuleTaggedTokens:
+    """Callable like a spaCy pipeline for misaki: text -> tokens with ``tag_`` set, from spaCy's English
+    tokenizer rules run without spaCy (:mod:`.english_tokenizer`)."""
 
-    factories = registry._entry_point_factories  # spaCy's catalogue registry of entry-point factories
-    with _lock:
-        factories.entry_points, before = False, factories.entry_points
-        try:
-            return spacy.blank("en")
-        finally:
-            factories.entry_points = before
+    def __init__(self) -> None:
+        self.tokenizer = english_tokenizer()
+
+    def __call__(self, text: str):
+        tokens = self.tokenizer(text)
+        tag_tokens(tokens)
+        return tokens
 
 
 class _RuleTaggedBlankEnglish:
-    """Callable like a spaCy pipeline: tokenizes with ``spacy.blank('en')``, then sets ``tag_``."""
+    """The same on ``spacy.blank('en')`` itself: the reference the tests hold the tokens above to."""
 
     def __init__(self) -> None:
-        self.nlp = _blank_english()
+        self.nlp = blank_english()
 
     def __call__(self, text: str):
         doc = self.nlp(text)
-        prev_tag = prev_lower = None
-        sentence_start = True
-        quote_open = False
-        for tok in doc:
-            if tok.text == '"':  # straight quotes alternate: opening (``) then closing ('')
-                tag = "''" if quote_open else "``"
-                quote_open = not quote_open
-            else:
-                tag = _tag_token(tok, prev_tag, prev_lower, sentence_start)
-            tok.tag_ = tag
-            if tag == "_SP":
-                continue
-            if tag == ".":
-                sentence_start = True
-            elif tag not in ("``", "-LRB-"):
-                sentence_start = False
-            prev_tag, prev_lower = tag, tok.text.lower()
+        tag_tokens(doc)
         return doc
 
 
@@ -182,56 +193,179 @@ class _RuleTaggedBlankEnglish:
 _lock = threading.Lock()
 
 
+def _fallback_unavailable(err: Exception) -> None:
+    warnings.warn(
+        f"espeak-ng fallback unavailable ({type(err).__name__}: {err}); words missing from misaki's "
+        "lexicon will be skipped. Install it with: pip install espeakng-loader phonemizer-fork",
+        RuntimeWarning,
+        stacklevel=4,
+    )
+
+
 @lru_cache(maxsize=2)
 def _espeak_fallback(british: bool = False):
+    """misaki's ``EspeakFallback`` on phonemizer, as misaki builds it (None without espeak-ng)."""
     try:
         from misaki import espeak  # sets espeak-ng's library and data from espeakng_loader
 
         return espeak.EspeakFallback(british=british)
     except Exception as err:  # noqa: BLE001 - G2P still works, just without OOV words
-        warnings.warn(
-            f"espeak-ng fallback unavailable ({type(err).__name__}: {err}); words missing from misaki's "
-            "lexicon will be skipped. Install it with: pip install espeakng-loader phonemizer-fork",
-            RuntimeWarning,
-            stacklevel=3,
-        )
+        _fallback_unavailable(err)
+        return None
+
+
+@lru_cache(maxsize=2)
+def _quick_espeak_fallback(british: bool = False):
+    """The same fallback on our espeak-ng binding (:mod:`.english_espeak`); None when that fails to load."""
+    try:
+        return english_espeak.misaki_espeak().EspeakFallback(british=british)
+    except Exception:  # noqa: BLE001 - phonemizer's path then decides (and warns if it fails too)
         return None
 
 
 class _FallbackOnFirstUse:
     """misaki's fallback for words its lexicon lacks, set up on the first such word:
-    espeak-ng's setup (phonemizer and its imports) takes ~0.3 s that text within the
-    lexicon never needs. Without espeak-ng, such words are skipped, as misaki does."""
+    espeak-ng's setup takes time that text within the lexicon never needs. Without
+    espeak-ng, such words are skipped, as misaki does. ``quick``: through
+    :mod:`.english_espeak` for words without punctuation; phonemizer's path for the
+    others, and for any word the quick one fails on (its result or error is today's)."""
 
-    def __init__(self, british: bool) -> None:
+    def __init__(self, british: bool, quick: bool) -> None:
         self.british = british
+        self.quick = quick
 
     def __call__(self, token):
+        if self.quick and not any(c in english_espeak.PUNCTUATION_MARKS for c in token.text):
+            fallback = _quick_espeak_fallback(self.british)
+            if fallback is not None:
+                try:
+                    return fallback(token)
+                except Exception:  # noqa: BLE001, S110 - phonemizer's path below reads it, or raises as before
+                    pass
         fallback = _espeak_fallback(self.british)
         return fallback(token) if fallback is not None else (None, None)
 
 
-@lru_cache(maxsize=2)
-def english_g2p(british: bool = False):
-    """misaki's English ``G2P`` (US, or British with ``british=True``) with the offline
-    pipeline (built once per variant, then shared)."""
-    from kokoro_tvm_ext.support.torch_free import torch_hidden
+class _SpacyOnFirstUse(types.ModuleType):
+    """Stands for spaCy in ``misaki.en``, which imports it at the top but calls it only in ``G2P.__init__``
+    (replaced below) and for overrides' alignment (done without it below): spaCy is imported, with torch
+    hidden, only if something reads one of its names."""
 
-    with torch_hidden():  # misaki.en imports spaCy (and thinc) at module level
+    def __getattr__(self, name: str):
+        with torch_hidden():
+            import spacy
+        return getattr(spacy, name)
+
+
+def _misaki_en():
+    """``misaki.en``, imported without importing spaCy (~0.9 s) when spaCy is not imported yet."""
+    if "misaki.en" in sys.modules or "spacy" in sys.modules:
+        with torch_hidden():
+            from misaki import en
+        return en
+    stand_in = sys.modules["spacy"] = _SpacyOnFirstUse("spacy")
+    try:
         from misaki import en
+    finally:
+        if sys.modules.get("spacy") is stand_in:
+            del sys.modules["spacy"]
+    return en
+
+
+def _alignment(written: list[str], tokens: list[str]) -> types.SimpleNamespace:
+    """What misaki reads of spaCy's ``Alignment.from_strings(written, tokens)``: ``y2x.data``, the indices of
+    the written words that each token shares characters with, token by token, flattened. Matching, as
+    spaCy's does, walks both lower-cased texts: equal tokens both starting there are paired whole, equal
+    characters are paired, and whitespace unmatched on one side is skipped."""
+    a, b = "".join(written).lower(), "".join(tokens).lower()
+    a_owner = [i for i, w in enumerate(written) for _ in w.lower()]
+    b_owner = [i for i, t in enumerate(tokens) for _ in t.lower()]
+    if re.sub(r"\s+", "", a) != re.sub(r"\s+", "", b):
+        raise ValueError(f"the tokens {tokens[:10]} do not spell the words {written[:10]}")
+    owners: list[set[int]] = [set() for _ in tokens]
+    i = j = 0
+    while i < len(a) and j < len(b):
+        wa, tb = a_owner[i], b_owner[j]
+        starts = (i == 0 or a_owner[i - 1] < wa) and (j == 0 or b_owner[j - 1] < tb)
+        if starts and written[wa] == tokens[tb]:
+            owners[tb].add(wa)
+            i, j = i + len(written[wa]), j + len(tokens[tb])
+        elif a[i] == b[j]:
+            owners[tb].add(wa)
+            i, j = i + 1, j + 1
+        elif a[i].isspace():
+            i += 1
+        elif b[j].isspace():
+            j += 1
+        else:
+            raise ValueError(f"the tokens {tokens[:10]} do not spell the words {written[:10]}")
+    data = np.array([w for ws in owners for w in sorted(ws)], dtype=np.int32)
+    return types.SimpleNamespace(y2x=types.SimpleNamespace(data=data))
+
+
+def _without_spacy(function):
+    """One of misaki.en's functions, run with the alignment above where it names spaCy's."""
+    spacy_part = types.SimpleNamespace(
+        training=types.SimpleNamespace(Alignment=types.SimpleNamespace(from_strings=_alignment))
+    )
+    return types.FunctionType(
+        function.__code__,
+        {**function.__globals__, "spacy": spacy_part},
+        function.__name__,
+        function.__defaults__,
+        function.__closure__,
+    )
+
+
+def _offline_g2p(en, british: bool, nlp, lexicon, fallback, tokenize=None):
+    """misaki's ``G2P`` with the given parts, not downloading en_core_web_sm as its ``__init__`` does."""
 
     class OfflineG2P(en.G2P):
         def __init__(self) -> None:  # noqa: D401 - deliberately not en.G2P.__init__ (it downloads)
             self.version = None
             self.british = british
-            self.nlp = _RuleTaggedBlankEnglish()
-            self.lexicon = en.Lexicon(british)
-            self.fallback = _FallbackOnFirstUse(british)
+            self.nlp = nlp
+            self.lexicon = lexicon
+            self.fallback = fallback
             self.unk = ""
 
-    with warnings.catch_warnings():  # misaki's Lexicon reads its dictionaries with a deprecated importlib call
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return OfflineG2P()
+    if tokenize is not None:
+        OfflineG2P.tokenize = tokenize
+    return OfflineG2P()
+
+
+_build_lock = threading.Lock()
+
+
+@lru_cache(maxsize=2)
+def english_g2p(british: bool = False):
+    """misaki's English ``G2P`` (US, or British with ``british=True``) with the offline
+    pipeline (built once per variant, then shared), quick to build: spaCy's tokenizer rules
+    run without spaCy, the lexicon from the user cache, espeak-ng without phonemizer."""
+    with _build_lock:
+        en = _misaki_en()
+        return _offline_g2p(
+            en,
+            british,
+            _RuleTaggedTokens(),
+            cached_lexicon(en, british),
+            _FallbackOnFirstUse(british, quick=True),
+            _without_spacy(en.G2P.tokenize),
+        )
+
+
+@lru_cache(maxsize=2)
+def reference_g2p(british: bool = False):
+    """The same G2P on spaCy itself, misaki's own ``Lexicon`` and misaki's fallback on
+    phonemizer: what :func:`english_g2p` must equal, for the tests (~1.5 s to build)."""
+    with _build_lock:
+        nlp = _RuleTaggedBlankEnglish()
+        with torch_hidden():
+            from misaki import en
+        with warnings.catch_warnings():  # misaki reads its dictionaries with a deprecated importlib call
+            warnings.simplefilter("ignore", DeprecationWarning)
+            lexicon = en.Lexicon(british)
+        return _offline_g2p(en, british, nlp, lexicon, _FallbackOnFirstUse(british, quick=False))
 
 
 # spaCy's tokenizer peels suffixes (punctuation, emoji) off a whitespace-free run one at a time, each a
@@ -244,7 +378,11 @@ def paragraph_words(paragraph, lang: str = "a") -> list[Word]:
     """One paragraph -> Words from misaki's tokens (``lang`` is ``a`` or ``b``). ``paragraph``: a str, or
     text and overrides, which misaki reads itself in its own syntax (``[word](/phonemes/)``): it then
     reads the words around an override knowing its phonemes (``the`` before a vowel)."""
-    g2p = english_g2p(british=lang == "b")
+    return g2p_words(english_g2p(british=lang == "b"), paragraph)
+
+
+def g2p_words(g2p, paragraph) -> list[Word]:
+    """:func:`paragraph_words` through a given G2P (:func:`english_g2p` or :func:`reference_g2p`)."""
     if isinstance(paragraph, str):
         paragraph = _LONG_RUN.sub(lambda run: run.group() + " ", paragraph)
     else:
@@ -252,7 +390,7 @@ def paragraph_words(paragraph, lang: str = "a") -> list[Word]:
             _LONG_RUN.sub(lambda run: run.group() + " ", s) if isinstance(s, str) else f"[{s.text}](/{s.phonemes}/)"
             for s in paragraph
         )
-    with _lock:  # misaki keeps per-call state on its tokens; spaCy's vocab is shared
+    with _lock:  # misaki keeps per-call state on its tokens
         _, tokens = g2p(paragraph)
         pieces = [(tk.text, tk.phonemes or "", bool(tk.whitespace)) for tk in tokens]
     return words_from_pieces(pieces)

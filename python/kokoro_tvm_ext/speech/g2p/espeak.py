@@ -22,6 +22,7 @@ import threading
 from functools import lru_cache
 
 from kokoro_tvm_ext.speech.cancel import check_cancelled
+from kokoro_tvm_ext.speech.g2p.overrides import spliced_words
 from kokoro_tvm_ext.speech.g2p.words import Word, words_from_pieces
 from kokoro_tvm_ext.speech.markup import Override
 
@@ -174,7 +175,6 @@ def paragraph_words(paragraph, voice: str, cancel: threading.Event | None = None
         words = _replaced(*placed, voice, cancel)
         if words is not None:
             return words
-    from kokoro_tvm_ext.speech.g2p.overrides import spliced_words
 
     return spliced_words(paragraph, lambda text: paragraph_words(text, voice, cancel), spaced=True)
 

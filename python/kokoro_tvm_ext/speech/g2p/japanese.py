@@ -29,7 +29,6 @@ _lock = threading.Lock()
 MAX_PIECE = 100
 _CLAUSE_END = re.compile(r"(?<=[、，,])")
 _LONG_NUMBER = re.compile(r"\d{10,}")  # misaki's kana numbers stop at 9 digits (and then break Cutlet)
-_SENTENCE_END = re.compile(r"(?<=[。！？!?])(?![。！？!?」』）)»”\]])")  # not before closers or more marks
 _NO_SPACE_BEFORE_GLOTTAL = re.compile(r'(?<![!",.:;?»—…”]) (?=ʔ)|(?<=ʔ) (?!["«“])')
 
 
@@ -91,16 +90,15 @@ def _groups(words) -> list[list]:
     return groups
 
 
-def paragraph_words(paragraph: str, cancel: threading.Event | None = None) -> list[Word]:
-    """Sentence by sentence: Cutlet's word grouping is quadratic in the length of its input
-    (40 sentences took 20 s in one call), and it never groups or glues across 。！？, whose
-    phonemes are always followed by a space; so the result is the same as one call."""
-    sentences = [s for s in _SENTENCE_END.split(paragraph) if s.strip()]
+def paragraph_words(sentence: str, cancel: threading.Event | None = None) -> list[Word]:
+    """One sentence (the G2P reads text sentence by sentence, cut by :mod:`kokoro_tvm_ext.speech.sentences`):
+    Cutlet's word grouping is quadratic in the length of its input (40 sentences took 20 s in one call), and
+    it never groups or glues across 。！？, whose phonemes are always followed by a space; so reading each
+    sentence alone gives what one call on the whole text gives. A long sentence is read in pieces."""
     out = []
-    for sentence in sentences:
-        for piece in _pieces(sentence):
-            check_cancelled(cancel)
-            out.append(_sentence_words(piece))
+    for piece in _pieces(sentence):
+        check_cancelled(cancel)
+        out.append(_sentence_words(piece))
     return concat_paragraphs(out)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from kokoro_tvm_ext.errors import InvalidInputError
+from kokoro_tvm_ext.support.errors import InvalidInputError
 
 # What each G2P reads natively (a regex character class); text with none of it is probably in another language.
 LATIN = r"A-Za-z0-9"

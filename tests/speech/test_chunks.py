@@ -1,0 +1,77 @@
+"""The one chunking policy (speech/chunks.py) as ``Speaker.plan`` applies it, without a model: a sentence per
+chunk whatever the front end, the first cut early, paragraphs and headings alone, text given whole or in pieces."""
+
+from __future__ import annotations
+
+import warnings
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from kokoro_tvm_ext.errors import InvalidInputError
+from kokoro_tvm_ext.model.spec import MAX_TOKENS, STYLE_DIM, VOICE_PACK_ROWS
+from kokoro_tvm_ext.speech import Speaker, Voice, chunk_text, count_tokens, phonemize
+
+VOICE = Voice("test", np.zeros((VOICE_PACK_ROWS, 1, STYLE_DIM), np.float32), "a")
+
+
+@pytest.fixture(scope="module")
+def speaker():
+    return Speaker(SimpleNamespace(sample_rate=24000, max_tokens=MAX_TOKENS))
+
+
+def texts(plan):
+    return [c.text for c in plan.chunks]
+
+
+def test_a_sentence_per_chunk_the_first_cut_after_its_first_clause(speaker):
+    plan = speaker.plan("Hello there, my friend. See you soon! It is a fine day.", VOICE)
+    assert texts(plan) == ["Hello there,", "my friend.", "See you soon!", "It is a fine day."]
+    assert [c.ends_sentence for c in plan.chunks] == [False, True, True, True]
+    whole = speaker.plan("Hello there, my friend. See you soon!", VOICE, first_chunk_tokens=None)
+    assert texts(whole) == ["Hello there, my friend.", "See you soon!"]
+
+
+def test_a_sentence_reads_the_same_whatever_text_comes_with_it(speaker):
+    """G2P reads each sentence alone, so a sentence's chunk is the same in any text."""
+    alone = speaker.plan("See you soon!", VOICE, first_chunk_tokens=None).chunks[0].phonemes
+    for text in ("Hello there. See you soon!", "Goodbye, then; see you later.\n\nSee you soon! Bye."):
+        assert alone in [c.phonemes for c in speaker.plan(text, VOICE).chunks]
+
+
+def test_paragraphs_and_headings_are_chunks_of_their_own(speaker):
+    plan = speaker.plan("A. Tester\n\nChapter one\n\nIt was a dark night. Dr. Smith came.", VOICE)
+    assert texts(plan) == ["A. Tester", "Chapter one", "It was a dark night.", "Dr. Smith came."]
+
+
+def test_the_first_cut_keeps_whole_words_within_its_tokens(speaker):
+    text = "One two three four five six seven eight nine ten eleven twelve."
+    (first, rest) = speaker.plan(text, VOICE, first_chunk_tokens=10).chunks
+    assert first.text == "One two" and count_tokens(first.phonemes) <= 10  # wˈʌn tˈu θɹˈi would be 13
+    assert rest.text.startswith("three") and [first.seed, rest.seed] == [0, 1]
+    assert texts(speaker.plan(text, VOICE, first_chunk_tokens=0)) == [text]  # 0: the first clause, all of it here
+
+
+def test_chunk_text_is_what_plan_speaks(speaker):
+    text = "Hello there, my friend. See you soon!\n\nChapter two"
+    assert chunk_text(text) == [c.phonemes for c in speaker.plan(text, VOICE).chunks]
+    assert " ".join(chunk_text(text)) == phonemize(text)
+
+
+def test_pack_sentences_is_ignored_with_a_deprecation_warning(speaker):
+    text = "Hello there. See you soon!"
+    with pytest.warns(DeprecationWarning, match="pack_sentences"):
+        packed = speaker.plan(text, VOICE, pack_sentences=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the default says nothing
+        plain = speaker.plan(text, VOICE)
+    assert texts(packed) == texts(plain) == ["Hello there.", "See you soon!"]
+
+
+@pytest.mark.parametrize("bad", [-1, 2.5, "24"])
+def test_a_bad_first_chunk_size_is_named(speaker, bad):
+    with pytest.raises(InvalidInputError, match="first_chunk_tokens must be 0 or more"):
+        speaker.plan("Hello there.", VOICE, first_chunk_tokens=bad)
+    with pytest.raises(InvalidInputError, match="first_chunk_tokens must be 0 or more"):
+        speaker.plan(phonemes="həlˈO ðˈɛɹ.", voice=VOICE, first_chunk_tokens=bad)
