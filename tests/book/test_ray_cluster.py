@@ -108,9 +108,10 @@ def test_an_unreachable_cluster_is_one_clear_line(tmp_path, book_md, artifact, v
     assert not (tmp_path / "out").exists()
 
 
-def test_the_ray_serve_deployment_answers_as_the_server_does(cluster, artifact):
+def test_the_ray_serve_deployment_answers_as_the_server_does_and_enforces_its_keys_and_hosts(cluster, artifact):
     """The server's app behind Ray Serve (one replica on the cluster) returns the samples the same app
-    returns in this process."""
+    returns in this process, and takes `kokoro-tvm serve`'s API keys, allowed hosts and bounds: a request
+    without the key, naming another host or over the body limit is refused before any synthesis."""
     import io
 
     import httpx
@@ -128,19 +129,41 @@ def test_the_ray_serve_deployment_answers_as_the_server_does(cluster, artifact):
     assert local.status_code == 200, local.text
     expected, _ = sf.read(io.BytesIO(local.content), dtype="int16")
 
+    key = "ray-serve-key-0123"
+    auth = {"authorization": f"Bearer {key}"}
     port = free_port()
     ray.init(address=cluster, logging_level="ERROR", log_to_driver=False)
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
-        serve.run(build_app(str(artifact), num_replicas=1), name="kokoro", route_prefix="/")
+        app = build_app(str(artifact), num_replicas=1, api_keys=[key], allowed_hosts="127.0.0.1", max_body_bytes=4096)
+        serve.run(app, name="kokoro", route_prefix="/")
         url = f"http://127.0.0.1:{port}"
-        assert httpx.get(f"{url}/health", timeout=60).json()["status"] == "healthy"
-        reply = httpx.post(f"{url}/v1/audio/speech", json=body, timeout=300)
+        assert httpx.get(f"{url}/health", timeout=60).json()["status"] == "healthy"  # open, as in `serve`
+        refusals = {
+            "missing_api_key": httpx.post(f"{url}/v1/audio/speech", json=body, timeout=60),
+            "invalid_api_key": httpx.post(
+                f"{url}/v1/audio/speech", json=body, headers={"authorization": "Bearer nope"}, timeout=60
+            ),
+            "host_not_allowed": httpx.post(
+                f"{url}/v1/audio/speech", json=body, headers={**auth, "host": "attacker.example"}, timeout=60
+            ),
+            "request_too_large": httpx.post(
+                f"{url}/v1/audio/speech", json={**body, "padding": "x" * 5000}, headers=auth, timeout=60
+            ),
+        }
+        docs = httpx.get(f"{url}/docs", headers=auth, timeout=60)
+        health = httpx.get(f"{url}/health", timeout=60).json()["scheduler"]
+        reply = httpx.post(f"{url}/v1/audio/speech", json=body, headers=auth, timeout=300)
         assert reply.status_code == 200, reply.text
         got, rate = sf.read(io.BytesIO(reply.content), dtype="int16")
     finally:
         serve.shutdown()
         ray.shutdown()
+    statuses = {"missing_api_key": 401, "invalid_api_key": 401, "host_not_allowed": 400, "request_too_large": 413}
+    for code, refused in refusals.items():
+        assert (refused.status_code, refused.json()["error"]["code"]) == (statuses[code], code), refused.text
+    assert docs.status_code == 404
+    assert health["requests"] == 0, health  # nothing refused reached the model
     assert rate == 24000 and got.shape == expected.shape
     # The replica runs one thread, this process every core: sums tiled differently, one 16-bit step at most.
     np.testing.assert_allclose(got, expected, rtol=0, atol=1)

@@ -84,28 +84,30 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def fake_server(chunk_seconds: float = 1.0, **guard):
-    """``(base URL, FakeSpeaker)`` of the app with ``GuardConfig(**guard)`` on a free loopback port, on the
-    listening socket ``kokoro-tvm serve`` uses."""
+def fake_server(chunk_seconds: float = 1.0, host: str = "127.0.0.1", **guard):
+    """``(base URL, FakeSpeaker)`` of the app with ``GuardConfig(**guard)`` on a free port of ``host``, on the
+    listening socket and connection bounds ``kokoro-tvm serve`` uses."""
     import uvicorn
 
     from kokoro_tvm_ext.serve.app import create_app
     from kokoro_tvm_ext.serve.guard import GuardConfig
-    from kokoro_tvm_ext.serve.listen import listening_socket
+    from kokoro_tvm_ext.serve.listen import listening_socket, server_config
 
     speaker = FakeSpeaker(chunk_seconds)
-    app = create_app(speaker, voices=FakeVoices(), guard=GuardConfig(**guard))
-    port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+    bounds = GuardConfig(**guard)
+    app = create_app(speaker, voices=FakeVoices(), guard=bounds)
+    config = server_config(app, host=host, port=0, log_level="warning", bounds=bounds)
+    sock = listening_socket(config)
+    port = sock.getsockname()[1]
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [listening_socket(config)]}, daemon=True)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
     while not server.started:
         assert time.monotonic() < deadline and thread.is_alive(), "the in-process server did not start"
         time.sleep(0.01)
     try:
-        yield f"http://127.0.0.1:{port}", speaker
+        yield f"http://{f'[{host}]' if ':' in host else host}:{port}", speaker
     finally:
         speaker.release.set()
         server.should_exit = True

@@ -161,6 +161,26 @@ def test_cli_warns_loudly_when_listening_beyond_loopback_without_a_key(tmp_path)
     + [("0.0.0.0", False), ("::", False), ("192.168.1.5", False), ("tts.lan", False)],
 )
 def test_which_bind_addresses_stay_on_this_machine(host, loopback):
-    from kokoro_tvm_ext.cli.serve import is_loopback
+    from kokoro_tvm_ext.serve.options import is_loopback
 
     assert is_loopback(host) is loopback
+
+
+def test_the_ray_serve_deployment_warns_the_same_and_takes_keys_from_a_file(tmp_path, monkeypatch, capsys):
+    """``host`` is where Ray's proxy listens; nothing is deployed here, the application is only built."""
+    pytest.importorskip("ray.serve")
+    from kokoro_tvm_ext.serve.ray_deployment import app_builder
+
+    monkeypatch.delenv(KEYS_ENV, raising=False)
+    artifact = tmp_path / "artifact"
+    artifact.mkdir()
+    keys = tmp_path / "keys.txt"
+    keys.write_text("ray-key-1\n")
+    app_builder({"artifact": str(artifact), "host": "0.0.0.0"})
+    err = capsys.readouterr().err
+    assert "WARNING: listening on 0.0.0.0 WITHOUT an API key" in err and "api_key_file=FILE" in err, err
+    for args in ({"host": "0.0.0.0", "api_key_file": str(keys)}, {"host": "127.0.0.1"}):
+        app_builder({"artifact": str(artifact), **args})
+        assert capsys.readouterr().err == ""
+    with pytest.raises(InvalidInputError, match="api-key-file .*no-keys.txt: cannot read it"):
+        app_builder({"artifact": str(artifact), "api_key_file": str(tmp_path / "no-keys.txt")})

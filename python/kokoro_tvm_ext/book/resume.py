@@ -5,6 +5,10 @@ chapter is one ``.npz`` (16-bit samples, their rate and word timings) whose name
 the settings and the chapter's title and text: a rerun with the same input and
 settings finds it, a changed chapter or setting does not. Files are written to a
 temp name and renamed, so a chapter interrupted half-way never looks finished.
+
+What is kept there becomes the book, so the work directory is created 0700 and refused when
+another user owns it or may write it (a chapter of theirs would be read as ours), or when it is
+a symbolic link.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import numpy as np
 from kokoro_tvm_ext.book.sources import Chapter
 from kokoro_tvm_ext.speech import Speech
 from kokoro_tvm_ext.speech.timestamps import WordTiming
-from kokoro_tvm_ext.support.cache import atomic_write
+from kokoro_tvm_ext.support.cache import atomic_write, stat_problem
 from kokoro_tvm_ext.support.errors import UnwritablePathError
 
 FORMAT = 2  # bump when the stored layout or how units are cut changes
@@ -80,8 +84,7 @@ class ChapterStore:
         """The work directory, made and locked for this run (``output`` names it in the message
         when another run holds it). Temp files left in it by a killed run are removed first; an
         empty work directory is removed at the end."""
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.dir, os.O_RDONLY)
+        fd = self._open_private(output)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released when fd closes, or the process dies
@@ -99,6 +102,25 @@ class ChapterStore:
                     self.dir.rmdir()  # only if no chapter is kept in it
         finally:
             os.close(fd)
+
+    def _open_private(self, output: str) -> int:
+        """The work directory, made 0700 if missing, opened (not through a link) and checked on what was opened."""
+        with contextlib.suppress(FileExistsError):
+            self.dir.mkdir(mode=0o700, parents=True)
+        try:
+            fd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError as err:  # ELOOP: a symbolic link; ENOTDIR: a file
+            raise UnwritablePathError(
+                f"cannot write {output}: its work directory {self.dir} is not a directory of its own "
+                f"({err.strerror}); remove it"
+            ) from None
+        problem = stat_problem(self.dir, os.fstat(fd))
+        if problem:
+            os.close(fd)
+            raise UnwritablePathError(
+                f"cannot write {output}: its work directory {problem} (or remove it: it holds only finished chapters)"
+            )
+        return fd
 
     def remove(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)

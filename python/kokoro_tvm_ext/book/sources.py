@@ -10,11 +10,22 @@ document with text is a chapter. ``.md``: a chapter at each top-level ``#`` head
 A chapter's heading is spoken as its own paragraph, first (an EPUB document's heading is in
 its text already), so it never runs into the sentence after it. The text is split into
 paragraphs once, here: units of work are runs of these paragraphs.
+
+An EPUB is a zip, and a zip can hold far more than its size on disk (one entry of zeros compressed
+1000:1). Before any of it is read its zip directory is checked against ``EpubLimits`` (the files'
+size in all, their number, each large file's compression ratio, the compression methods); ebooklib
+then reads each file in bounded steps, at most to the size the directory gives it; and what is
+parsed as XML or HTML (the package, the tables of contents, the chapters: up to ~30 times its size
+in memory) is counted against a smaller budget before it is parsed.
 """
 
 from __future__ import annotations
 
+import codecs
+import os
+import posixpath
 import re
+import zipfile
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
@@ -42,8 +53,25 @@ class Book:
     chapters: list[Chapter]
 
 
-def read_book(path: str | Path) -> Book:
-    """The book's title and chapters, each with some text; InvalidInputError if there are none."""
+@dataclass(frozen=True)
+class EpubLimits:
+    """What an EPUB may hold, each with the flag of ``kokoro-tvm book`` that raises it. A novel is ~1 MB of
+    XHTML; illustrations bring a large book to ~100 MB; a book of 16 MiB of XHTML speaks for about a week."""
+
+    max_bytes: int = 256 << 20  # the files uncompressed, in all, and the file itself (--max-book-bytes)
+    max_entries: int = 10_000  # files in the zip (--max-book-entries)
+    max_ratio: float = 100.0  # uncompressed / compressed size of a file over RATIO_FROM bytes (--max-book-ratio)
+    max_text_bytes: int = 16 << 20  # what is parsed as XML or HTML, in all (--max-book-text-bytes)
+
+
+# Small files are left out of the ratio check: whatever their ratio they cannot add up to much (the
+# total is checked), and a short file of repeated characters compresses well.
+RATIO_FROM = 1 << 20
+
+
+def read_book(path: str | Path, limits: EpubLimits = EpubLimits()) -> Book:
+    """The book's title and chapters, each with some text; InvalidInputError if there are none (or, for an
+    EPUB, if it exceeds ``limits``)."""
     path = Path(path).expanduser()
     suffix = path.suffix.lower()
     if suffix not in EXTENSIONS:
@@ -54,7 +82,7 @@ def read_book(path: str | Path) -> Book:
         raise InvalidInputError(f"{path}: no such file")
     title = path.stem
     if suffix == ".epub":
-        title, chapters = _epub_chapters(path)
+        title, chapters = _epub_chapters(path, limits)
     else:
         try:
             text = path.read_text(encoding="utf-8-sig")
@@ -228,9 +256,26 @@ class _HtmlText(HTMLParser):
 def html_text(markup: bytes | str) -> tuple[list[str], str | None]:
     """(the paragraphs of the document's text, its first h1/h2 heading or None)."""
     parser = _HtmlText()
-    parser.feed(markup.decode("utf-8", errors="replace") if isinstance(markup, bytes) else markup)
+    parser.feed(_decoded(markup) if isinstance(markup, bytes) else markup)
     parser.close()
     return paragraphs("".join(parser.parts)), parser.heading
+
+
+_BOMS = ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+_XML_ENCODING = re.compile(rb"""<\?xml[^>]*?encoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
+
+
+def _decoded(markup: bytes) -> str:
+    """A document's bytes as text: by its byte-order mark, else its XML declaration, else UTF-8 (which EPUB
+    requires, with UTF-16); what does not decode is replaced."""
+    for bom, codec in _BOMS:
+        if markup.startswith(bom):
+            return markup.decode(codec, errors="replace")
+    declared = _XML_ENCODING.match(markup)
+    try:
+        return markup.decode(declared.group(1).decode() if declared else "utf-8", errors="replace")
+    except LookupError:  # an encoding Python does not know
+        return markup.decode("utf-8", errors="replace")
 
 
 def _toc_entries(toc) -> list[tuple[str, str]]:
@@ -252,16 +297,135 @@ def _toc_entries(toc) -> list[tuple[str, str]]:
     return out
 
 
-def _epub_chapters(path: Path) -> tuple[str, list[Chapter]]:
+def _size(n: float) -> str:
+    if n < 1024:
+        return f"{n:.0f} bytes"
+    for unit in ("KiB", "MiB", "GiB"):
+        n /= 1024
+        if n < 1024 or unit == "GiB":
+            return f"{n:.1f} {unit}"
+
+
+class _Limits:
+    """``EpubLimits`` applied to one EPUB: each refusal one line naming the limit and its flag."""
+
+    def __init__(self, path: Path, limits: EpubLimits):
+        self.path, self.limits = path, limits
+        self.text_left = limits.max_text_bytes
+
+    def refuse(self, problem: str, flag: str) -> InvalidInputError:
+        return InvalidInputError(
+            f"{self.path}: {problem}; if the book is genuine, raise the limit with {flag} (kokoro-tvm book --help)"
+        )
+
+    def check_zip(self, file) -> tuple[int, int]:
+        """The zip directory of ``file`` (open) within the limits, before any file in it is read: its number
+        of files and their size uncompressed."""
+        limits, path = self.limits, self.path
+        on_disk = os.fstat(file.fileno()).st_size
+        if on_disk > limits.max_bytes:  # a zip is no larger than its content; and its directory is read whole
+            raise self.refuse(
+                f"the file is {_size(on_disk)}, more than the limit of {_size(limits.max_bytes)}", "--max-book-bytes"
+            )
+        try:
+            with zipfile.ZipFile(file) as archive:  # reads the directory only
+                entries = archive.infolist()
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as err:
+            raise InvalidInputError(f"{path}: not a readable EPUB ({type(err).__name__}: {err})") from None
+        if len(entries) > limits.max_entries:
+            raise self.refuse(
+                f"the EPUB holds {len(entries)} files, more than the limit of {limits.max_entries}",
+                "--max-book-entries",
+            )
+        total = 0
+        for entry in entries:
+            if entry.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                raise InvalidInputError(
+                    f"{path}: {entry.filename} is compressed with zip method {entry.compress_type}; an EPUB's "
+                    "files are stored or deflated, nothing else"
+                )
+            ratio = entry.file_size / max(entry.compress_size, 1)
+            if entry.file_size > RATIO_FROM and ratio > limits.max_ratio:
+                raise self.refuse(
+                    f"{entry.filename} expands from {_size(entry.compress_size)} to {_size(entry.file_size)} "
+                    f"({ratio:.0f}:1), more than the limit of {limits.max_ratio:g}:1 (a zip bomb?)",
+                    "--max-book-ratio",
+                )
+            total += entry.file_size
+        if total > limits.max_bytes:
+            raise self.refuse(
+                f"the EPUB's files add up to {_size(total)} uncompressed, more than the limit of "
+                f"{_size(limits.max_bytes)}",
+                "--max-book-bytes",
+            )
+        return len(entries), total
+
+    def parse(self, data: bytes, what: str) -> None:
+        """Count ``data`` against the budget of what is parsed as XML or HTML, before it is parsed."""
+        self.text_left -= len(data)
+        if self.text_left < 0:
+            raise self.refuse(
+                f"its XHTML and XML to parse pass the limit of {_size(self.limits.max_text_bytes)} at {what}",
+                "--max-book-text-bytes",
+            )
+
+
+def _epub_reader(epub):
+    """ebooklib's reader within ``_Limits``. A file is read in bounded steps, at most to the size the zip
+    directory gives it (zipfile's own ``read`` inflates a whole file at once, however much its stream holds);
+    in all at most twice the files the directory lists and twice the bytes they add up to (ebooklib reads the
+    NCX twice; a manifest naming one file again and again would read it without end). The container, the
+    package document, the NCX and the navigation document are counted before ebooklib parses them."""
+
+    class BoundedReader(epub.EpubReader):
+        def __init__(self, file, limits: _Limits, entries: int, total: int):
+            super().__init__(file, {"ignore_ncx": False})
+            self.limits, self.entries_left, self.bytes_left = limits, 2 * entries, 2 * total
+
+        def read_file(self, name):
+            name = posixpath.normpath(name)  # as ebooklib's own
+            info = self.zf.getinfo(name)  # KeyError, as ebooklib's own
+            self.entries_left -= 1
+            self.bytes_left -= info.file_size
+            if self.entries_left < 0 or self.bytes_left < 0:
+                raise InvalidInputError(
+                    f"{self.limits.path}: the EPUB's manifest reads its files again and again (more than twice "
+                    "what the zip holds); it is not a book kokoro-tvm reads"
+                )
+            with self.zf.open(info) as entry:
+                data = entry.read(info.file_size)
+            if name in ("META-INF/container.xml", posixpath.normpath(self.opf_file or ".")):
+                self.limits.parse(data, name)  # parsed as soon as it is read
+            return data
+
+        def _parse_ncx(self, data):
+            self.limits.parse(data, "the NCX table of contents")
+            return super()._parse_ncx(data)
+
+        def _parse_nav(self, data, base_path, navtype="toc"):
+            self.limits.parse(data, "the navigation document")
+            return super()._parse_nav(data, base_path, navtype)
+
+    return BoundedReader
+
+
+def _epub_chapters(path: Path, limits: EpubLimits) -> tuple[str, list[Chapter]]:
     try:
         import ebooklib
         from ebooklib import epub
     except ImportError:
         raise MissingAssetError("reading EPUB needs ebooklib: pip install 'kokoro-tvm-ext[book]'") from None
-    try:
-        book = epub.read_epub(str(path), options={"ignore_ncx": False})
-    except Exception as err:  # ebooklib raises zipfile, KeyError, lxml and its own errors for damaged files
-        raise InvalidInputError(f"{path}: not a readable EPUB ({type(err).__name__}: {err})") from None
+    bounds = _Limits(path, limits)
+    with open(path, "rb") as file:  # one open file: what is checked is what is read
+        entries, total = bounds.check_zip(file)
+        try:
+            reader = _epub_reader(epub)(file, bounds, entries, total)
+            book = reader.load()
+            reader.process()
+        except InvalidInputError:
+            raise
+        except Exception as err:  # ebooklib raises zipfile, KeyError, lxml and its own errors for damaged files
+            raise InvalidInputError(f"{path}: not a readable EPUB ({type(err).__name__}: {err})") from None
     titles = book.get_metadata("DC", "title")
     book_title = " ".join(str(titles[0][0]).split()) if titles and titles[0][0] else path.stem
     spine = []
@@ -271,7 +435,12 @@ def _epub_chapters(path: Path) -> tuple[str, list[Chapter]]:
         if item is not None and item.get_type() == ebooklib.ITEM_DOCUMENT and not isinstance(item, epub.EpubNav):
             spine.append(item)
     names = [item.get_name() for item in spine]
-    texts = [html_text(item.get_content()) for item in spine]
+    texts = []
+    for item in spine:
+        # The document as stored: ebooklib's get_content() parses it into a tree and writes it out again first
+        # (~60 times its size in memory for tiny elements, against ~20 for this parser alone).
+        bounds.parse(item.content or b"", item.get_name())
+        texts.append(html_text(item.content or b""))
     titles_at: dict[int, list[str]] = {}  # spine index -> the titles of the entries that start there
     for title, href in _toc_entries(book.toc):
         name = href.split("#", 1)[0]

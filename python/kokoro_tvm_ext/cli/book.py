@@ -7,7 +7,9 @@ kept in a work directory beside the output (.NAME.book/) until the book is writt
 so an interrupted run picks up where it stopped; a changed chapter or setting is
 spoken again. The book's files are written together at the end: an interrupted or
 failed run leaves none of them. --ray spreads the work over a Ray cluster; the audio is sample-identical
-to a single-process run (each chunk's noise seed comes from its position in the book).
+to a single-process run (each chunk's noise seed comes from its position in the book). An EPUB's zip is
+checked before any of it is read: one past a limit (a zip bomb) is refused in one line naming the
+--max-book-* flag that raises it.
 
 Examples:
   kokoro-tvm book novel.epub -o novel.m4b
@@ -30,7 +32,7 @@ from kokoro_tvm_ext.book.plan import UNIT_CHARS
 from kokoro_tvm_ext.book.ray_backend import RayExecutor
 from kokoro_tvm_ext.book.render import Reading
 from kokoro_tvm_ext.book.resume import ChapterStore, settings_key
-from kokoro_tvm_ext.book.sources import read_book
+from kokoro_tvm_ext.book.sources import EpubLimits, read_book
 from kokoro_tvm_ext.cli.options import (
     add_model_arguments,
     add_voice_arguments,
@@ -72,6 +74,38 @@ def add_arguments(parser) -> None:
         help="characters of whole paragraphs per unit of work: smaller spreads a chapter over "
         "more workers (default: 1500, ~100 s of speech)",
     )
+    # An EPUB is a zip: what it may hold, checked before any of it is read (a zip bomb is refused in one line).
+    limits = EpubLimits()
+    parser.add_argument(
+        "--max-book-bytes",
+        type=int,
+        default=limits.max_bytes,
+        metavar="N",
+        help="an EPUB's files uncompressed, in all, and the EPUB itself: at most N bytes (default: %(default)s = "
+        "256 MiB)",
+    )
+    parser.add_argument(
+        "--max-book-entries",
+        type=int,
+        default=limits.max_entries,
+        metavar="N",
+        help="at most N files in an EPUB (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-book-ratio",
+        type=float,
+        default=limits.max_ratio,
+        metavar="R",
+        help="an EPUB's file of over 1 MiB expands at most R times (a zip bomb: ~1000) (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--max-book-text-bytes",
+        type=int,
+        default=limits.max_text_bytes,
+        metavar="N",
+        help="an EPUB's XHTML and XML (chapters, tables of contents, package), in all: at most N bytes, "
+        "which take up to ~30 times their size in memory while parsed (default: %(default)s = 16 MiB)",
+    )
     add_model_arguments(parser, threads_help="threads per process: here, or per Ray worker (1 per Ray worker)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
@@ -83,6 +117,16 @@ def _check(args):
     config = speaker_config(args)
     if args.unit_chars is not None and args.unit_chars < 1:
         raise InvalidInputError(f"--unit-chars must be at least 1, got {args.unit_chars}")
+    sizes = {
+        "--max-book-bytes": args.max_book_bytes,
+        "--max-book-entries": args.max_book_entries,
+        "--max-book-text-bytes": args.max_book_text_bytes,
+    }
+    for flag, value in sizes.items():
+        if value < 1:
+            raise InvalidInputError(f"{flag} must be at least 1, got {value}")
+    if not args.max_book_ratio >= 1:  # NaN too
+        raise InvalidInputError(f"--max-book-ratio must be at least 1, got {args.max_book_ratio:g}")
     output = BookOutput(args.output, args.format, args.subtitles)
     output.check()
     return output, config
@@ -104,7 +148,8 @@ def run(args) -> int:
     # Everything the user can get wrong is checked before the slow steps; errors become one
     # line and an exit code in cli.main.
     output, config = _check(args)
-    book = read_book(args.input)
+    limits = EpubLimits(args.max_book_bytes, args.max_book_entries, args.max_book_ratio, args.max_book_text_bytes)
+    book = read_book(args.input, limits)
     _check_markup(book)
     voice = Voice.load(args.voice, args.lang)
     if args.ray:

@@ -14,11 +14,14 @@ variable KOKORO_TVM_API_KEYS (comma-separated); then every route but /health, /m
 OpenAI's voice names (alloy, ash, ballad, coral, echo, fable, nova, onyx, sage, shimmer, verse, marin,
 cedar) are aliases of Kokoro voices; --voice-alias NAME=VOICE adds or changes one.
 
-Every request is bounded: its body (--max-body-bytes), the requests in flight per client and in
-all (--max-client-requests, --max-requests: 429 beyond), its time (--request-timeout: 504, or
-the stream is cut), and the Host it names (--allowed-hosts: loopback names by default, against
-DNS rebinding). Streams are paced by their clients: synthesis runs at most two chunks ahead of
-what a client has read. Exposing the server beyond this machine: see docs/server.md.
+Every connection and request is bounded: the connections open (--max-connections: 503 beyond),
+the time to send a request's headers and its body (--header-timeout, --body-timeout: 408), its
+body (--max-body-bytes; none on routes that take none), the requests in flight per client (an IPv4
+address or an IPv6 /64) and in all (--max-client-requests, --max-requests: 429 beyond), its time
+(--request-timeout: 504, or the stream is cut), and the Host it names (--allowed-hosts: loopback
+names by default, against DNS rebinding). Streams are paced by their clients: synthesis runs at
+most two chunks ahead of what a client has read. FastAPI's /docs, /redoc and /openapi.json are
+off unless --docs. Exposing the server beyond this machine: see docs/server.md.
 
 Examples:
   kokoro-tvm serve                                   # http://127.0.0.1:8880
@@ -30,7 +33,6 @@ Examples:
 
 from __future__ import annotations
 
-import ipaddress
 import sys
 
 from kokoro_tvm_ext.cli.options import (
@@ -40,9 +42,8 @@ from kokoro_tvm_ext.cli.options import (
     speaker_config,
 )
 from kokoro_tvm_ext.cli.wyoming import import_wyoming
-from kokoro_tvm_ext.serve import listen
-from kokoro_tvm_ext.serve.auth import KEYS_ENV, collect_keys
-from kokoro_tvm_ext.serve.hosts import LOOPBACK_HOSTS, default_allowed_hosts, parse_allowed_hosts
+from kokoro_tvm_ext.serve import options
+from kokoro_tvm_ext.serve.auth import KEYS_ENV
 from kokoro_tvm_ext.serve.openai_voices import configured_aliases
 from kokoro_tvm_ext.serve.voices import VoiceBook
 from kokoro_tvm_ext.speech import Speaker
@@ -83,9 +84,9 @@ def add_arguments(parser) -> None:
         type=int,
         default=16,
         metavar="N",
-        help="speech requests in flight at once from one client address (until its response is "
-        "complete); more get 429 rate_limit_exceeded with Retry-After. Behind a reverse proxy on this "
-        "machine, the address comes from its X-Forwarded-For (default: %(default)s)",
+        help="speech requests in flight at once from one client, an IPv4 address or an IPv6 /64 (until its "
+        "response is complete); more get 429 rate_limit_exceeded with Retry-After. Behind a reverse proxy on "
+        "this machine, the address comes from its X-Forwarded-For (default: %(default)s)",
     )
     parser.add_argument(
         "--max-requests",
@@ -102,6 +103,31 @@ def add_arguments(parser) -> None:
         help="a request's deadline: SECONDS from its arrival plus the length of the audio sent so far, so a "
         "client playing the stream in real time is never cut. Past it, planning stops and queued chunks "
         "are dropped; the answer is 504, or a started stream is cut (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--body-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="time for a request's whole body to arrive once its headers have; past it, 408 and the "
+        "connection is closed, its in-flight slot freed (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--header-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="time for a request's whole headers to arrive, from the connection's opening or its previous "
+        "response; past it the connection is closed (408 if a request had begun). Headers over 64 KiB or "
+        "128 lines get 431 (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=256,
+        metavar="N",
+        help="connections open at once, idle or not; more are answered 503 and closed at once. Keep it "
+        "under the process's open-file limit (ulimit -n) (default: %(default)s)",
     )
     parser.add_argument(
         "--allowed-hosts",
@@ -142,7 +168,23 @@ def add_arguments(parser) -> None:
         "--wyoming",
         metavar="URI",
         help="also speak Home Assistant's Wyoming protocol on URI (tcp://HOST:PORT or unix://PATH; see "
-        "`kokoro-tvm wyoming`), on the same model. Wyoming has no keys: keep it on a trusted network",
+        "`kokoro-tvm wyoming`), on the same model. Wyoming has no keys: keep it on a trusted network. Its "
+        "requests take --max-input-chars and --request-timeout (from a request's start, plus its audio sent)",
+    )
+    parser.add_argument(
+        "--wyoming-idle-timeout",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="a Wyoming client that sends no event for SECONDS while the server waits for one (or reads no "
+        "answer, with nothing being spoken) is disconnected, so idle connections cannot hold every slot "
+        "(default: %(default)g)",
+    )
+    parser.add_argument(
+        "--docs",
+        action="store_true",
+        help="serve FastAPI's /docs, /redoc and /openapi.json (off by default: /docs and /redoc load scripts "
+        "from a CDN into the origin of the /web page, which keeps the API key)",
     )
     parser.add_argument(
         "--log-level",
@@ -158,28 +200,10 @@ def _check(args):
     if args.max_input_chars < 1:
         raise InvalidInputError(f"--max-input-chars must be at least 1, got {args.max_input_chars}")
     check_scheduler_arguments(args)
-    for flag in ("max_body_bytes", "max_client_requests", "max_requests"):
-        if getattr(args, flag) < 1:
-            raise InvalidInputError(f"--{flag.replace('_', '-')} must be at least 1, got {getattr(args, flag)}")
-    if not 0 < args.request_timeout < float("inf"):
-        raise InvalidInputError(f"--request-timeout must be a positive number of seconds, got {args.request_timeout}")
-    if args.allowed_hosts is not None:
-        parse_allowed_hosts(args.allowed_hosts)
-    collect_keys(args.api_key, args.api_key_file)
+    options.check_seconds("wyoming_idle_timeout", args.wyoming_idle_timeout, as_flags=True)
+    guard_config(args)
     configured_aliases(args.voice_alias, args.voice_aliases)
     return speaker_config(args)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` (a bind address) is reachable from this machine only."""
-
-    host = host.strip().strip("[]").lower()
-    if host in LOOPBACK_HOSTS:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # a name: it may resolve to any interface
 
 
 def voice_book(args):
@@ -192,19 +216,14 @@ def voice_book(args):
 
 
 def guard_config(args):
-    """The request bounds from the flags; the allowed hosts checked and defaulted from --host."""
-    from kokoro_tvm_ext.serve.guard import GuardConfig
-
-    hosts = (
-        parse_allowed_hosts(args.allowed_hosts) if args.allowed_hosts is not None else default_allowed_hosts(args.host)
-    )
-    return GuardConfig(
-        max_body_bytes=args.max_body_bytes,
-        max_requests=args.max_requests,
-        max_client_requests=args.max_client_requests,
-        request_timeout=args.request_timeout,
-        allowed_hosts=hosts,
-        api_keys=collect_keys(args.api_key, args.api_key_file),
+    """The connection and request bounds, hosts and keys from the flags (checked; hosts defaulted from --host)."""
+    return options.guard_config(
+        host=args.host,
+        allowed_hosts=args.allowed_hosts,
+        api_keys=args.api_key or (),
+        api_key_files=args.api_key_file or (),
+        as_flags=True,
+        **{name: getattr(args, name) for name in options.BOUNDS},
     )
 
 
@@ -218,18 +237,15 @@ def run(args) -> int:
     except ImportError as err:
         raise MissingAssetError(f"serving needs {err.name}: pip install 'kokoro-tvm-ext[serve]'") from None
 
+    from kokoro_tvm_ext.serve import listen
     from kokoro_tvm_ext.serve.app import create_app
     from kokoro_tvm_ext.serve.plan import Limits
 
     guard = guard_config(args)
     voices = voice_book(args)
-    if not guard.api_keys and not is_loopback(args.host):
-        print(
-            f"kokoro-tvm serve: WARNING: listening on {args.host} WITHOUT an API key: anyone who can reach this "
-            "address can use the server. Give --api-key-file FILE (or --api-key, or "
-            f"{KEYS_ENV}), or listen on 127.0.0.1 behind a proxy that checks clients",
-            file=sys.stderr,
-        )
+    warning = options.exposure_warning(guard, args.host, "--api-key-file FILE (or --api-key)")
+    if warning:
+        print(f"kokoro-tvm serve: {warning}", file=sys.stderr)
     wyoming = wyoming_socket = None
     if args.wyoming:
         wyoming = import_wyoming()
@@ -240,13 +256,16 @@ def run(args) -> int:
     limits = Limits(
         max_input_chars=args.max_input_chars, max_tokens=speaker.max_tokens, first_chunk_tokens=args.first_chunk_tokens
     )
-    app = create_app(speaker, voices=voices, limits=limits, guard=guard, max_batch=args.max_batch)
+    app = create_app(speaker, voices=voices, limits=limits, guard=guard, max_batch=args.max_batch, docs=args.docs)
     print(f"kokoro-tvm serve: listening on http://{args.host}:{args.port}", file=sys.stderr)
     wyoming_thread = None
     if wyoming is not None:
         # The same model and scheduler: HTTP and Wyoming requests take turns chunk by chunk.
         wyoming_config = wyoming.WyomingConfig(
-            max_input_chars=args.max_input_chars, first_chunk_tokens=args.first_chunk_tokens
+            max_input_chars=args.max_input_chars,
+            first_chunk_tokens=args.first_chunk_tokens,
+            idle_timeout=args.wyoming_idle_timeout,
+            synthesis_timeout=args.request_timeout,
         )
         service = wyoming.WyomingService(speaker, app.state.scheduler, wyoming_config)
         wyoming_thread = wyoming.start_in_thread(service, wyoming_socket)
@@ -257,7 +276,7 @@ def run(args) -> int:
         count = len(guard.api_keys)
         print(f"kokoro-tvm serve: {count} API key{'s' if count > 1 else ''}; requests need one", file=sys.stderr)
     try:
-        listen.run(app, host=args.host, port=args.port, log_level=args.log_level)
+        listen.run(app, host=args.host, port=args.port, log_level=args.log_level, bounds=guard)
     finally:
         if wyoming_thread is not None:
             wyoming_thread.stop()

@@ -8,7 +8,9 @@ through the same chunk scheduler as `kokoro-tvm serve`.
 
 In Home Assistant: Settings > Devices & services > Add integration > Wyoming Protocol, with this
 machine's address and the port. Listening beyond this machine: --uri tcp://0.0.0.0:10200 (the
-protocol has no authentication; keep it on a trusted network). See docs/wyoming.md.
+protocol has no authentication; keep it on a trusted network). Every connection is bounded: its text
+(--max-input-chars), its idle time (--idle-timeout), its request's time (--synthesis-timeout), the events
+that add nothing (--max-ignored-events), and the connections at once (--max-clients). See docs/wyoming.md.
 
 Examples:
   kokoro-tvm wyoming                                   # tcp://127.0.0.1:10200
@@ -28,6 +30,7 @@ from kokoro_tvm_ext.cli.options import (
     check_scheduler_arguments,
     speaker_config,
 )
+from kokoro_tvm_ext.serve.options import check_count, check_seconds
 from kokoro_tvm_ext.serve.scheduler import Scheduler
 from kokoro_tvm_ext.speech import DEFAULT_VOICE, Speaker
 from kokoro_tvm_ext.speech.speaker import MAX_SPEED, MIN_SPEED
@@ -68,6 +71,33 @@ def add_arguments(parser) -> None:
         metavar="N",
         help="connections at once; one more gets an error event and is closed (default: %(default)s)",
     )
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="a client that sends no event for SECONDS while the server waits for one (or reads no answer, with "
+        "nothing being spoken) gets an error event and is disconnected, so idle connections cannot hold every "
+        "--max-clients slot (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--synthesis-timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="a request's deadline: SECONDS from its synthesize (or synthesize-start) plus the length of the audio "
+        "sent, so a client playing it in real time is never cut. Past it, its synthesis stops and the client gets "
+        "an error event and is disconnected (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--max-ignored-events",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="events that add nothing (an empty synthesize-chunk, an event this server ignores) a client may send "
+        "between two requests that speak; one more gets an error event and the client is disconnected "
+        "(default: %(default)s)",
+    )
     add_scheduler_arguments(parser)
     parser.add_argument(
         "--log-level",
@@ -81,9 +111,10 @@ def _check(args):
 
     if not MIN_SPEED <= args.speed <= MAX_SPEED:
         raise InvalidInputError(f"--speed must be between {MIN_SPEED:g} and {MAX_SPEED:g}, got {args.speed}")
-    for flag in ("max_input_chars", "max_clients"):
-        if getattr(args, flag) < 1:
-            raise InvalidInputError(f"--{flag.replace('_', '-')} must be at least 1, got {getattr(args, flag)}")
+    for flag in ("max_input_chars", "max_clients", "max_ignored_events"):
+        check_count(flag, getattr(args, flag), as_flags=True)
+    for flag in ("idle_timeout", "synthesis_timeout"):
+        check_seconds(flag, getattr(args, flag), as_flags=True)
     check_scheduler_arguments(args)
     return speaker_config(args)
 
@@ -114,6 +145,9 @@ def run(args) -> int:
         max_input_chars=args.max_input_chars,
         max_clients=args.max_clients,
         first_chunk_tokens=args.first_chunk_tokens,
+        idle_timeout=args.idle_timeout,
+        synthesis_timeout=args.synthesis_timeout,
+        max_ignored_events=args.max_ignored_events,
     )
     scheduler = Scheduler(speaker, max_batch=args.max_batch, ahead=wyoming.CHUNKS_AHEAD)
     service = wyoming.WyomingService(speaker, scheduler, wyoming_config)

@@ -39,9 +39,12 @@ def create_app(
     limits: Limits | None = None,
     guard: GuardConfig | None = None,
     max_batch: int = 4,
+    docs: bool = False,
 ) -> FastAPI:
     """``guard``: the request bounds and API keys; its default answers any ``Host`` without a key (the caller
-    knows where the app listens: ``kokoro-tvm serve`` allows its loopback names and bind address)."""
+    knows where the app listens: ``kokoro-tvm serve`` allows its loopback names and bind address). ``docs``:
+    serve FastAPI's ``/docs``, ``/redoc`` and ``/openapi.json`` (off by default: the first two load scripts
+    from a CDN into the origin of ``/web``, whose page keeps the API key in ``sessionStorage``)."""
     # Characters outside the vocab are dropped from the phonemes; per request that is noise in the log.
     warnings.filterwarnings("ignore", category=UnknownPhonemeWarning)
     metrics = Metrics()
@@ -53,7 +56,13 @@ def create_app(
         yield
         scheduler.stop()
 
-    app = FastAPI(title="kokoro-tvm", lifespan=lifespan)
+    app = FastAPI(
+        title="kokoro-tvm",
+        lifespan=lifespan,
+        docs_url="/docs" if docs else None,
+        redoc_url="/redoc" if docs else None,
+        openapi_url="/openapi.json" if docs else None,
+    )
     set_state(
         app,
         speaker=speaker,

@@ -1,14 +1,17 @@
 """Every HTTP request's way in and out, as one ASGI middleware around the app.
 
 In order: an id (``x-request-id`` on every response); the ``Host`` check (``hosts.py``); the API key
-(``auth.py``: 401 with ``WWW-Authenticate: Bearer``, when the server has keys); the body limit, first on
-``Content-Length`` and then counting while it is read, before anything parses it; the in-flight limits for
-the speech routes (per client address and in all, 429); then the app, under the request's deadline and
-watched for its client leaving. Either ends the request at once: its planning stops
-(``RequestContext.cancel``, which ``Speaker.plan`` checks), its queued chunks are dropped (the streams it
-registered are cancelled), a response not yet started becomes a 504 (or nothing, for a client that left)
-and a started stream is cut. An unexpected exception is logged with the request id and answered with a 500
-that holds only the id.
+(``auth.py``: 401 with ``WWW-Authenticate: Bearer``, when the server has keys); the body: refused on a route
+that takes none (413), on a speech route unless it is JSON (415: what keeps a cross-site form or a simple
+``fetch`` from speaking), and by its size, first on ``Content-Length`` and then counting while it is read,
+before anything parses it; the in-flight limits for the speech routes (per client, an IPv4 address or an
+IPv6 /64, and in all, 429); the body's deadline (``body_timeout``: 408, the slot freed at once); then the
+app, under the request's deadline and watched for its client leaving. Either ends the request at once: its
+planning stops (``RequestContext.cancel``, which ``Speaker.plan`` checks), its queued chunks are dropped
+(the streams it registered are cancelled), a response not yet started becomes a 504 (or nothing, for a
+client that left) and a started stream is cut. An unexpected exception is logged with the request id and
+answered with a 500 that holds only the id. A scope other than HTTP and lifespan (a WebSocket) is refused:
+no route takes one, and none would pass the checks above.
 
 The deadline is ``request_timeout`` seconds from arrival, moved later by the length of every chunk of
 audio handed to the response: a client that plays the stream in real time is never cut, one that
@@ -21,7 +24,6 @@ import logging
 import secrets
 import threading
 import time
-from dataclasses import dataclass, field
 
 import anyio
 from starlette.datastructures import Headers
@@ -30,27 +32,13 @@ from starlette.requests import Request
 from kokoro_tvm_ext.serve.auth import ApiKeys
 from kokoro_tvm_ext.serve.errors import error_response
 from kokoro_tvm_ext.serve.hosts import TrustedHosts
-from kokoro_tvm_ext.serve.limits import BodyTooLarge, ClientLeft, InFlight, read_body, replay
+from kokoro_tvm_ext.serve.limits import BodyTooLarge, ClientLeft, InFlight, client_key, read_body, replay
+from kokoro_tvm_ext.serve.options import GuardConfig
 
 log = logging.getLogger("kokoro_tvm_ext.serve")
 
 REQUEST_ID_HEADER = "x-request-id"
 DEADLINE, CLIENT_LEFT = "deadline", "client left"
-
-
-@dataclass(frozen=True)
-class GuardConfig:
-    """The server's bounds on one request (``kokoro-tvm serve`` sets each from its flag of the same name).
-    ``allowed_hosts``: ``("*",)`` answers any host; ``kokoro-tvm serve`` defaults to the loopback names
-    and its bind address (``hosts.default_allowed_hosts``). ``api_keys``: the keys a request must bring as
-    ``Authorization: Bearer KEY`` (none: the server is open)."""
-
-    max_body_bytes: int = 1 << 20
-    max_requests: int = 64
-    max_client_requests: int = 16
-    request_timeout: float = 300.0
-    allowed_hosts: tuple[str, ...] = ("*",)
-    api_keys: tuple[str, ...] = field(default=(), repr=False)  # never in a log line
 
 
 class RequestContext:
@@ -114,8 +102,8 @@ class _Response:
 
 
 class RequestGuard:
-    """The ASGI middleware (see the module's doc). ``limited_paths``: the routes that count toward the
-    in-flight limits (the speech routes; listings and ``/health`` stay free)."""
+    """The ASGI middleware (see the module's doc). ``limited_paths``: the speech routes, the only ones that
+    take a body and the ones that count toward the in-flight limits (listings and ``/health`` stay free)."""
 
     def __init__(self, app, config: GuardConfig, limited_paths: frozenset[str]):
         self.app = app
@@ -126,8 +114,11 @@ class RequestGuard:
         self.in_flight = InFlight(config.max_requests, config.max_client_requests)
 
     async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] == "lifespan":
             await self.app(scope, receive, send)
+            return
+        if scope["type"] != "http":
+            await self._refuse_scope(scope, send)
             return
         ctx = RequestContext(f"req_{secrets.token_hex(12)}", anyio.current_time() + self.config.request_timeout)
         scope.setdefault("state", {})["request_context"] = ctx
@@ -136,7 +127,7 @@ class RequestGuard:
         if refusal is not None:
             await self._answer(response, scope, receive, *refusal)
             return
-        client = scope["client"][0] if scope.get("client") else "unknown"
+        client = client_key(scope["client"][0] if scope.get("client") else None)
         limited = scope["path"] in self.limited_paths
         if limited:
             busy = self.in_flight.enter(client)
@@ -159,6 +150,15 @@ class RequestGuard:
             if limited:
                 self.in_flight.leave(client)
 
+    @staticmethod
+    async def _refuse_scope(scope, send) -> None:
+        """No route takes a WebSocket (closing before accepting answers its handshake with 403); a scope type
+        this guard does not know is an error, as ASGI asks of an application."""
+        if scope["type"] != "websocket":
+            raise RuntimeError(f"the request guard does not know the ASGI scope type {scope['type']!r}")
+        log.info("a WebSocket request for %s was refused: no route takes one", scope.get("path", "?")[:100])
+        await send({"type": "websocket.close", "code": 1008})
+
     def _refusal(self, scope) -> tuple | None:
         """(status, message, code[, headers]) for a request refused on its headers alone, or None."""
         headers = Headers(scope=scope)
@@ -175,9 +175,34 @@ class RequestGuard:
         unauthorized = self.keys.refusal(scope["path"], headers.get("authorization"))
         if unauthorized is not None:
             return (401, *unauthorized, {"www-authenticate": "Bearer"})
+        return self._body_refusal(scope, headers)
+
+    def _body_refusal(self, scope, headers: Headers) -> tuple | None:
+        """A body where the route takes none, one that is not JSON, or a ``Content-Length`` over the limit."""
         length = headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > self.config.max_body_bytes:
-            return self._too_large(f"Content-Length is {int(length)} bytes")
+        size = int(length) if length is not None and length.isdigit() else None
+        chunked = "transfer-encoding" in headers
+        if not (chunked or size):
+            return None
+        if scope["path"] not in self.limited_paths:
+            return (
+                413,
+                f"{scope['method']} {scope['path'][:100]} takes no request body, and this request has "
+                f"{'a chunked one' if chunked else f'Content-Length: {size}'}; send it without a body (only "
+                "the speech routes, POST /v1/audio/speech and /dev/..., take one)",
+                "request_too_large",
+            )
+        media_type = headers.get("content-type", "").partition(";")[0].strip().lower()
+        if media_type != "application/json" and not media_type.endswith("+json"):
+            shown = repr(media_type[:100]) if media_type else "none"
+            return (
+                415,
+                f"the request body must be JSON, sent with 'Content-Type: application/json' (the Content-Type "
+                f"was {shown})",
+                "unsupported_media_type",
+            )
+        if size is not None and size > self.config.max_body_bytes:
+            return self._too_large(f"Content-Length is {size} bytes")
         return None
 
     def _too_large(self, what: str) -> tuple:
@@ -202,18 +227,28 @@ class RequestGuard:
         async with anyio.create_task_group() as watchers:
             watchers.start_soon(self._watch_deadline, ctx)
             with ctx.scope:
+                body = None
                 try:
-                    body = await read_body(receive, self.config.max_body_bytes)
+                    with anyio.move_on_after(self.config.body_timeout):
+                        body = await read_body(receive, self.config.max_body_bytes)
                 except BodyTooLarge:
                     refusal = self._too_large(f"more than {self.config.max_body_bytes} bytes arrived")
                 except ClientLeft:
                     ctx.stop(CLIENT_LEFT)
                 else:
-                    watchers.start_soon(self._watch_client, ctx, receive, response)
-                    try:
-                        await self.app(scope, replay(body, receive), response.send)
-                    except Exception as err:  # noqa: BLE001 - answered below with the request id, never raised
-                        error = err
+                    if body is None:  # a slow client holds its slot no longer than this
+                        refusal = (
+                            408,
+                            f"the request body did not arrive within {self.config.body_timeout:g} s "
+                            "(--body-timeout); send the whole body at once",
+                            "request_timeout",
+                        )
+                    else:
+                        watchers.start_soon(self._watch_client, ctx, receive, response)
+                        try:
+                            await self.app(scope, replay(body, receive), response.send)
+                        except Exception as err:  # noqa: BLE001 - answered below with the request id, never raised
+                            error = err
             watchers.cancel_scope.cancel()
         if refusal is not None:
             await self._answer(response, scope, receive, *refusal)

@@ -2,12 +2,15 @@
 
 Both are checked before any work: the body is read by counting (``read_body`` stops at the limit,
 whatever ``Content-Length`` said or with a chunked body), and a request over a concurrency limit is
-refused before its body is read.
+refused before its body is read. A client is an IPv4 address or an IPv6 /64 (``client_key``).
 """
 
 from __future__ import annotations
 
+import ipaddress
 from collections import Counter
+
+IPV6_CLIENT_PREFIX = 64  # what one subscriber, one LAN or one cloud machine is given
 
 
 class BodyTooLarge(Exception):
@@ -48,9 +51,26 @@ def replay(body: bytes, receive):
     return receive_replayed
 
 
+def client_key(address: str | None) -> str:
+    """What the per-client limit counts by: an IPv4 address itself; an IPv6 address by its /64, since one
+    host usually holds a whole /64 and could otherwise take a new address per request; an IPv4-mapped IPv6
+    address as its IPv4 address. Anything else (no address, a Unix socket's) as it is."""
+    if not address:
+        return "unknown"
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if ip.version == 6:
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.ip_network((ip, IPV6_CLIENT_PREFIX), strict=False))
+    return str(ip)
+
+
 class InFlight:
-    """Requests in progress, in all and per client address. ``enter`` admits a request or names the limit
-    it would pass; ``leave`` when its response is done. Used on the event loop's thread only."""
+    """Requests in progress, in all and per client (a ``client_key``). ``enter`` admits a request or names the
+    limit it would pass; ``leave`` when its response is done. Used on the event loop's thread only."""
 
     def __init__(self, total: int, per_client: int):
         self.total, self.per_client = total, per_client

@@ -6,9 +6,9 @@ their cues at them, and the chunker splits a sentence too long for the model at 
 
 A sentence ends
 
-* after ``. ! ? …`` (or a run of them) and any closing quotes or brackets ``” ’ " ' ) ] } » ›`` (``»`` also after
-  a space, as French writes it), once whitespace and then a character that is not a lowercase letter follow:
-  ``Wait... What?`` is two sentences, ``Wait... what?`` and ``"Yes!" she said.`` one each;
+* after ``. ! ? …`` (or a run of them) and up to eight closing quotes or brackets ``” ’ " ' ) ] } » ›`` (``»``
+  also after a space, as French writes it), once whitespace and then a character that is not a lowercase letter
+  follow: ``Wait... What?`` is two sentences, ``Wait... what?`` and ``"Yes!" she said.`` one each;
 * but not after an abbreviation written before what it abbreviates: a title of the language (``Dr. Smith``,
   ``Mrs.``, French ``Mme``, Spanish ``Sra.``, ...), a single letter (``A. Tester``, ``J. R. R. Tolkien``), an
   initialism in capitals (``U.S.``), ``e.g.``, ``i.e.``, ``cf.``, ``vs.``, an abbreviation before a number
@@ -22,7 +22,9 @@ A sentence ends
 A piece with no letter or digit (a lone ``...``, ``* * *``) belongs to the sentence after it. Every sentence
 keeps the whitespace after it, so the pieces join back into the text exactly. Markup (``[Dr. Smith](/.../)``,
 ``[pause:1s]``) is read as its written words and never cut inside. Each end is decided by the text before it and
-the one character after its whitespace, so text given in pieces is cut exactly as the whole text is.
+the one character after its whitespace, so text given in pieces is cut exactly as the whole text is; and no
+piece is read again but the end still open at its close, so the work is linear in the text however it is cut
+(``SentenceBuffer.work`` counts it).
 
 A clause ends at ``, ; : — –`` and ``、，；：``.
 """
@@ -64,35 +66,43 @@ _INITIALISM = re.compile(r"(?:[^\W\d_]\.)+[^\W\d_]")
 _ALNUM = re.compile(r"[^\W_]")
 _BLANK_LINE = re.compile(r"\n[ \t\r\f\v]*\n")
 _NOT_SPACE = re.compile(r"\S")
-_MARKUP_SYNTAX = re.compile(r"[\[\]()/]")
+_LAST_SOLID = re.compile(r"(?s:.*)\S")  # from the back: where the trailing whitespace begins
+_PHONEME_RUN = re.compile(r"[^/()\[\]]+")
+_SPACES = r" \t\u00a0\u202f\u2009"  # the spaces French puts before a closing » or ›
+MAX_CLOSERS = 8  # closing quotes and brackets after a sentence's marks (more: the marks end no sentence)
 
 
 class _Rules:
     """One language's sentence ends, as regular expressions: ``pattern`` matches a possible end (the marks, the
-    closers and the whitespace after them, before a character that proves it); ``tail`` the trailing run of
-    text a later character could still turn into one."""
+    closers and the whitespace after them, before a character that proves it); ``proof`` a character that may
+    prove one; ``pending`` where, at the end of the text, an end may still begin once more text comes."""
 
     def __init__(self, titles: str = "", stops: str = "", closers: str = "", read_words: bool = True):
         self.titles = frozenset(titles.split())
         self.read_words = read_words  # False for phonemes: a mark before whitespace always ends a sentence
-        # Each alternative starts a run only where the run starts (a run of marks, of stops, of whitespace), so
-        # a long run is read once. French closes a quote after a space (« Oui ! »): a » or › after the space
-        # closes the sentence, and proves nothing.
+        # Each alternative starts a run only where the run starts (a run of marks, of stops, of whitespace), and
+        # none can go back over what it read, so a long run is read once. French closes a quote after a space
+        # (« Oui ! »): a » or › after the space closes the sentence, and proves nothing. The closers after the
+        # marks are bounded (MAX_CLOSERS), so an end still open at the end of text arriving in pieces (" »"
+        # after " »") is read again at most MAX_CLOSERS times.
         marks = re.escape(SENTENCE_MARKS)
-        spaced_closer = r"[ \t\u00a0\u202f\u2009]+[»›]"
-        alternatives = [
-            rf"(?<![{marks}])(?P<marks>[{marks}]+)(?:[{re.escape(CLOSERS)}]|{spaced_closer})*\s+(?=[^\s»›])"
-        ]
+        closed = rf"(?:[{re.escape(CLOSERS)}]|[{_SPACES}]+[»›]){{0,{MAX_CLOSERS}}}"
+        alternatives = [rf"(?<![{marks}])(?P<marks>[{marks}]+){closed}\s+(?=[^\s»›])"]
+        open_end = rf"{closed}\s*"  # what may follow the marks of an end that more text could still prove
         if stops:  # no space needed after them, so what proves the end is no stop, closer or mark either
             ended = re.escape(stops + closers + SENTENCE_MARKS)
             alternatives.append(
                 rf"(?<![{re.escape(stops)}])[{re.escape(stops)}]+[{re.escape(closers)}]*\s*(?=[^\s{ended}])"
             )
-        alternatives.append(r"(?<!\s)\s*?\n[ \t\r\f\v]*\n\s*(?=\S)")  # a blank line
+            open_end = rf"(?:{open_end}|[{re.escape(closers)}]*\s*)"
+        alternatives.append(r"(?<!\s)(?=\s*?\n[ \t\r\f\v]*\n)\s+(?=\S)")  # a blank line
         self.pattern = re.compile("|".join(alternatives))
         # A character that may prove an end: one after whitespace, or one no stop can be followed by.
         self.proof = re.compile(r"\s\S" + (rf"|[^\s{re.escape(stops + closers + SENTENCE_MARKS)}]" if stops else ""))
-        self.tail = re.compile(rf"[\s{re.escape(SENTENCE_MARKS + CLOSERS + stops + closers)}]*\Z")
+        # The last run of marks (or stops) if all after it may still become the rest of an end; found from the
+        # back (the greedy .* goes to the end once, then back to the first candidate).
+        ends = re.escape(SENTENCE_MARKS + stops)
+        self.pending = re.compile(rf"(?s:.*)(?<![{ends}])(?=[{ends}]+{open_end}\Z)")
 
 
 def _language_rules(code: str) -> _Rules:
@@ -123,6 +133,7 @@ class _Scanner:
         self._protected: list[tuple[int, int]] = []  # markup: no end strictly inside
         self._scan_from = 0
         self._scanned_to = 0
+        self.work = 0  # characters the searches were given: the measure of the cost, linear in the text
         self._piece_start = 0  # the open sentence's start
         self._piece_word: int | None = None  # its first non-space character, once found
         self._piece_alnum = False
@@ -134,16 +145,26 @@ class _Scanner:
         self.text += written
 
     def scan(self) -> None:
-        new_text_from, self._scanned_to = self._scanned_to, len(self.text)
-        if not self.rules.proof.search(self.text, max(new_text_from - 1, 0)):
+        text = self.text
+        new_text_from, self._scanned_to = self._scanned_to, len(text)
+        self.work += len(text) - max(new_text_from - 1, 0)
+        if not self.rules.proof.search(text, max(new_text_from - 1, 0)):
             return  # no new character can prove an end: nothing to decide yet (a long run is not read again)
         last = self._scan_from
-        for m in self.rules.pattern.finditer(self.text, self._scan_from):
+        self.work += 3 * (len(text) - last)  # the ends, then where the trailing whitespace and an open end begin
+        for m in self.rules.pattern.finditer(text, self._scan_from):
             last = m.end()
             if self._is_end(m) and not self._inside_markup(last) and self._sentence_has_alnum(last):
                 self.ends.append(last)
                 self._piece_start, self._piece_word, self._piece_alnum, self._alnum_from = last, None, False, last
-        self._scan_from = self.rules.tail.search(self.text, last).start()
+        # The next scan starts where an end may still begin: the trailing whitespace (a blank line, or the
+        # space after marks, waiting for the character after it) or the last marks still open. Not earlier,
+        # so text that can end nothing any more is never read again.
+        solid = _LAST_SOLID.match(text, last)
+        self._scan_from = solid.end() if solid else last
+        open_end = self.rules.pending.match(text, last)
+        if open_end:
+            self._scan_from = min(self._scan_from, open_end.end())
 
     def drop(self, upto: int) -> None:
         """Forget the text before ``upto``, an end (nothing after an end looks back past it)."""
@@ -218,11 +239,13 @@ class SentenceBuffer:
         buffer._setup(_PHONEME_RULES, read_markup=False)
         return buffer
 
-    def _setup(self, rules: _Rules, read_markup: bool) -> None:
+    def _setup(self, rules: _Rules, read_markup: bool, work: int = 0) -> None:
         self._scanner = _Scanner(rules)
         self._read_markup = read_markup
+        self._work = work  # besides the scanner's
         self._raw = ""  # the text not given out yet
         self._converted = 0  # how much of it the scanner has (a "[" that may still become markup waits)
+        self._open_shape = ""  # that markup's shape (``_markup_shape``), while it waits
         self._written_starts: list[int] = []  # per piece given to the scanner: where it starts there,
         self._raw_starts: list[int] = []  # where it starts in the text, and whether it is markup
         self._markup: list[bool] = []
@@ -234,25 +257,26 @@ class SentenceBuffer:
     def rest(self) -> str:
         """The text left (the last sentence, ended or not); the buffer is then empty."""
         rest = self._raw
-        self._setup(self._scanner.rules, self._read_markup)
+        self._setup(self._scanner.rules, self._read_markup, self.work)
         return rest
+
+    @property
+    def work(self) -> int:
+        """Characters read so far, by every search: within a small factor of the text given, however it
+        was cut into pieces (a Wyoming server's cost per event is bounded by it)."""
+        return self._work + self._scanner.work
 
     def _push(self, text: str, final: bool) -> list[str]:
         before = len(self._raw)
         self._raw += text
-        if (
-            not final
-            and self._converted < before
-            and not _MARKUP_SYNTAX.search(text)
-            and self._raw[before - 1] not in "](/"
-        ):
-            return []  # more words inside markup not finished yet: still not finished, nothing new to read
-        raw, at = self._raw, self._converted
-        end = len(raw)
+        raw, at, end = self._raw, self._converted, len(self._raw)
         if self._read_markup and not final:
-            pending = unfinished_markup(raw, at)
+            pending = self._open_markup(text, before)
             end = pending if pending is not None else end
+            if end == at:
+                return []  # more of a markup not finished yet: nothing new to read
         if self._read_markup:
+            self._work += end - at
             for start, stop, written in markup_spans(raw, at, end):
                 self._feed(raw[at:start], at, markup=False)
                 self._feed(written, start, markup=True)
@@ -261,6 +285,21 @@ class SentenceBuffer:
         self._converted = end
         self._scanner.scan()
         return self._take()
+
+    def _open_markup(self, text: str, before: int) -> int | None:
+        """Where markup that more text could still complete begins (its ``[``), or None, with ``text`` just
+        added at ``before``. Only the last ``[`` can begin one, and a markup waiting already is known by its
+        shape, so the markup is never read again however many pieces it takes."""
+        at = text.rfind("[")
+        if at >= 0:  # a new "[": any markup waiting before it is not one any more
+            start, shape = before + at, _markup_shape(text[at:])
+        elif self._converted < before:  # the markup waiting goes on
+            start, shape = self._converted, _markup_shape(self._open_shape + text)
+        else:
+            return None
+        self._work += len(text) + len(self._open_shape)
+        self._open_shape = shape if unfinished_markup(shape) == 0 else ""
+        return start if self._open_shape else None
 
     def _feed(self, written: str, raw_start: int, markup: bool) -> None:
         if written or markup:
@@ -293,6 +332,16 @@ class SentenceBuffer:
         self._markup = self._markup[keep:]
         self._scanner.drop(last)
         return sentences
+
+
+def _markup_shape(markup: str) -> str:
+    """A markup's text from its ``[`` (no other ``[`` in it) with its written words and its phonemes each cut
+    to one character: still unfinished exactly when the text is (:func:`unfinished_markup`), and at most
+    ``[a](/a/`` long while it is."""
+    close = markup.find("]")
+    if close < 0:
+        return markup[:2]
+    return ("[a]" if close > 1 else "[]") + _PHONEME_RUN.sub("a", markup[close + 1 :])
 
 
 def split_sentences(text: str, lang: str = "a") -> list[str]:

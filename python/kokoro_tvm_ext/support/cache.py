@@ -1,16 +1,20 @@
-"""The user cache directory, atomic writes (one file, or several all-or-nothing), writable-path checks and
-progress messages.
+"""The user cache directory, atomic writes (one file, or several all-or-nothing), writable-path and
+ownership checks and progress messages.
 
 The cache lives in ``$KOKORO_TVM_CACHE`` if set, else ``~/.cache/kokoro-tvm``.
-Everything in it is derived data: deleting it is always safe.
+Everything in it is derived data: deleting it is always safe. What is in it is trusted (a compiled
+library is code this process runs), so it is created 0700 and refused, as ssh refuses a key file,
+when another user could change it (``shared_problem``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 import threading
@@ -24,19 +28,86 @@ from kokoro_tvm_ext.support.errors import AssetError, UnwritablePathError
 CACHE_ENV = "KOKORO_TVM_CACHE"
 
 
-def cache_dir(create: bool = True) -> Path:
-    """The user cache directory (created unless ``create=False``)."""
+def _cache_root() -> Path:
     base = os.environ.get(CACHE_ENV)
-    path = Path(base).expanduser() if base else Path.home() / ".cache" / "kokoro-tvm"
+    return Path(base).expanduser() if base else Path.home() / ".cache" / "kokoro-tvm"
+
+
+def cache_dir(create: bool = True) -> Path:
+    """The user cache directory (created 0700 unless ``create=False``); AssetError, naming the directory, its
+    owner and mode and the fix, when another user could change it (``shared_problem``)."""
+    path = _cache_root()
     if create:
         try:
-            path.mkdir(parents=True, exist_ok=True)
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as err:
             raise AssetError(
                 f"cannot create the cache directory {path} ({err.strerror or err}); "
                 f"point ${CACHE_ENV} at a writable directory"
             ) from err
+    problem = shared_problem(path) if path.exists() else None
+    if problem:
+        raise AssetError(
+            f"refusing the cache directory {path}: {problem} (or point ${CACHE_ENV} at a directory of your own)"
+        )
     return path
+
+
+def _make_parents(directory: Path) -> None:
+    """``directory`` and its parents made; the cache root among them as ``cache_dir`` makes it (0700)."""
+    if not directory.is_dir():
+        root = _cache_root()
+        if directory.is_relative_to(root) and not root.exists():
+            cache_dir()
+        directory.mkdir(parents=True, exist_ok=True)
+
+
+def _user(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def stat_problem(path: Path, st: os.stat_result, others_reach: bool = True, inside: bool = False) -> str | None:
+    """Why another user could change ``path`` (its ``os.stat``), or None: it is owned by another user than
+    this process's (root aside, who can change anything anyway), or it is writable by its group or others
+    while they can reach it (``others_reach``). ``inside``: a directory above the one checked, where a
+    sticky bit (/tmp) lets nobody rename or remove what is not theirs."""
+    me = os.geteuid()
+    mode = stat.S_IMODE(st.st_mode)
+    shown = f"{path} (owner {_user(st.st_uid)}, mode {mode:04o})"
+    if st.st_uid not in (me, 0):
+        return (
+            f"{shown} belongs to another user, who could change what kokoro-tvm trusts in it; "
+            f"run chown {_user(me)} {path}"
+        )
+    sticky = inside and stat.S_ISDIR(st.st_mode) and mode & stat.S_ISVTX
+    if others_reach and mode & 0o022 and not sticky:
+        by = {0o020: "its group", 0o002: "everyone"}.get(mode & 0o022, "its group and everyone")
+        return (
+            f"{shown} is writable by {by}: another user could change what kokoro-tvm trusts in it; "
+            f"run chmod go-w {path}"
+        )
+    return None
+
+
+def shared_problem(path: str | Path) -> str | None:
+    """Why another user could change ``path`` (a file or directory, which must exist), or None: as ssh judges
+    a key file, ``stat_problem`` for it and every directory above it, along the path as written and along
+    the path its links lead to. A directory no other user may enter (no group or other x bit: the cache
+    is created 0700) hides everything below it, so what is there may be group-writable (a umask of 002
+    makes it so) without anyone else reaching it."""
+    given = Path(os.path.abspath(Path(path).expanduser()))
+    for target in dict.fromkeys((given, Path(os.path.realpath(given)))):
+        others_reach = True
+        for step in (*reversed(target.parents), target):
+            st = os.stat(step)
+            problem = stat_problem(step, st, others_reach, inside=step != target)
+            if problem:
+                return problem
+            others_reach = others_reach and bool(st.st_mode & 0o011)
+    return None
 
 
 @contextlib.contextmanager
@@ -44,7 +115,7 @@ def atomic_write(path: Path | str, mode: str = "wb") -> Iterator[IO]:
     """Write ``path`` all-or-nothing (``AtomicFiles`` with one file), creating its directory: into a temp
     file in the same directory, then renamed. On any error the temp file is removed and ``path`` is untouched."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _make_parents(path.parent)
     with AtomicFiles() as files, files.open(path, mode) as f:
         yield f
 
@@ -55,7 +126,7 @@ def atomic_directory(path: Path | str) -> Iterator[Path]:
     that was there is removed first), on any error it is removed and ``path`` is untouched."""
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _make_parents(path.parent)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
         yield tmp

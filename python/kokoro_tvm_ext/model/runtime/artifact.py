@@ -13,7 +13,10 @@ field's type and range (``FIELDS``), and each field's sha256 as compiled
 traceback, or an out-of-bounds read. The digests sit in the file they cover, so
 they stop accidents, not a deliberate editor: whoever can write the directory can
 replace ``kokoro.so``, which is code this process runs. Against that no checksum
-beside the files helps; keep the directory writable only by whoever compiles it.
+beside the files helps, so an artifact is loaded only from a directory no other user
+can change (``check_not_shared``: neither it, a file in it nor a directory above it
+belongs to another user or is writable by others, as ssh checks a key file); a
+library owned by root, such as the prebuilt ones installed in site-packages, is fine.
 What must hold even then (token ids inside the embedding) the runtime checks
 against the weights themselves (``KokoroTVM``).
 
@@ -32,7 +35,8 @@ from pathlib import Path
 
 from kokoro_tvm_ext.model.runtime.weights import WEIGHTS, index_problem
 from kokoro_tvm_ext.model.spec import MAX_TOKENS
-from kokoro_tvm_ext.support.errors import ArtifactCorruptError, ArtifactMissingError
+from kokoro_tvm_ext.support.cache import shared_problem
+from kokoro_tvm_ext.support.errors import ArtifactCorruptError, ArtifactMissingError, AssetError
 from kokoro_tvm_ext.support.file_hash import file_sha256, remembered_sha256
 
 LIBRARY = "kokoro.so"
@@ -266,8 +270,21 @@ def verify_files(out_dir: Path, meta: dict) -> None:
             )
 
 
+def check_not_shared(out_dir: Path) -> None:
+    """AssetError, naming the path, its owner and mode and the fix, if another user could change the artifact
+    in ``out_dir``: it, a file in it (``kokoro.so``, the sha256 of it in ``meta.json`` and ``.verified.*``)
+    or a directory above it. Not an ArtifactError: compiling again into the same place would not help."""
+    out_dir = Path(out_dir)
+    for path in (out_dir, *sorted(out_dir.iterdir())):
+        problem = shared_problem(path)
+        if problem:
+            raise AssetError(f"refusing to load the artifact {out_dir}: {problem}")
+
+
 def load_checked_meta(out_dir: Path) -> dict:
-    """``read_meta`` plus the files' hashes: what loading an artifact needs before mapping them."""
+    """``read_meta`` plus the files' hashes, in a directory no other user can change: what loading an
+    artifact needs before mapping its files."""
     meta = read_meta(out_dir)
+    check_not_shared(out_dir)
     verify_files(out_dir, meta)
     return meta
