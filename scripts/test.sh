@@ -17,6 +17,12 @@ if command -v qemu-x86_64 >/dev/null 2>&1; then
 else
     echo "==> skipping the older-CPU runs: install qemu-user (apt-get install qemu-user) to run them"
 fi
+if bash scripts/test-aarch64.sh --check 2>/dev/null; then
+    step "cargo clippy and test for aarch64, on emulated Cortex-A72, Cortex-A76 and max CPUs"
+    bash scripts/test-aarch64.sh
+else
+    echo "==> skipping the aarch64 runs: install the toolchain (sudo bash scripts/install-aarch64-toolchain.sh)"
+fi
 # The Ray cluster tests need a loopback-only network namespace: tests/book/test_ray_in_loopback.py runs
 # them in one as a test of this run, so the workers share its minutes with the other files.
 step "pytest: every tier, one worker per core (a file's tests share a worker and its fixtures)"

@@ -1,7 +1,11 @@
 //! The instruction sets that kernels compile their loops for. The crate builds
-//! for the x86-64 baseline (SSE2), so a kernel compiles its loops once per set
-//! below, behind `#[target_feature]`, and picks one at run time; LLVM then
-//! vectorizes plain loops for AVX2 or AVX-512 by itself.
+//! for each architecture's baseline (SSE2 on x86-64, NEON on aarch64), so a
+//! kernel compiles its loops once per set below, behind `#[target_feature]`,
+//! and picks one at run time; LLVM then vectorizes plain loops for AVX2 or
+//! AVX-512 by itself. On aarch64 the portable loops are already NEON code;
+//! `Neon` is the kernels' own NEON (hand-scheduled where LLVM's is not enough).
+//! The int8 and bf16 GEMMs read further features (VNNI, BF16; dotprod, i8mm,
+//! bf16) in `gemm::packed`.
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Isa {
@@ -10,6 +14,8 @@ pub(crate) enum Isa {
     Avx2,
     #[cfg(target_arch = "x86_64")]
     Avx512,
+    #[cfg(target_arch = "aarch64")]
+    Neon,
 }
 
 impl Isa {
@@ -20,10 +26,16 @@ impl Isa {
     }
 
     /// Every set this CPU runs, best last (tests run each): AVX2 and AVX-512
-    /// both with FMA.
+    /// both with FMA; NEON on every aarch64 CPU (Advanced SIMD is part of ARMv8-A).
     pub(crate) fn available() -> Vec<Isa> {
         #[allow(unused_mut)]
         let mut v = vec![Isa::Portable];
+        #[cfg(target_arch = "aarch64")]
+        {
+            if std::arch::is_aarch64_feature_detected!("neon") {
+                v.push(Isa::Neon);
+            }
+        }
         #[cfg(target_arch = "x86_64")]
         {
             if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
@@ -42,7 +54,8 @@ mod tests {
     use super::Isa;
 
     /// scripts/test-portability.sh runs the tests on emulated CPUs and names the set
-    /// each must pick (`Portable`, `Avx2`), so a run that silently got another CPU fails.
+    /// each must pick (`Portable`, `Avx2`; `Neon` under qemu-aarch64), so a run that
+    /// silently got another CPU fails.
     #[test]
     fn detects_the_instruction_set_the_portability_run_expects() {
         let Ok(want) = std::env::var("TVM_EXT_EXPECT_ISA") else {

@@ -33,8 +33,9 @@
 //! `out = (x - mean) * A + B` before the activation. The element-wise pass is one
 //! branch-free loop that LLVM vectorizes, Snake's sine included ([`crate::sin`]'s
 //! fast path; the rare element beyond its range is redone by the exact slow
-//! path); the f64 sums are written with intrinsics. AVX-512 or AVX2+FMA code is
-//! chosen at run time, a portable build otherwise. Rows run in parallel on
+//! path); the f64 sums are written with intrinsics. AVX-512 or AVX2+FMA code
+//! (`x86.rs`) or NEON code (`neon.rs`) is chosen at run time, a portable build
+//! otherwise. Rows run in parallel on
 //! rayon's global pool; a row of `x` that is not contiguous along `L` is
 //! gathered first.
 use rayon::prelude::*;
@@ -224,6 +225,8 @@ fn run_row(isa: Isa, x: &[f32], y: &mut [f32], p: &RowParams, act: Activation) {
         Isa::Avx512 => unsafe { x86::row_avx512(x, y, p, act) },
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => unsafe { x86::row_avx2(x, y, p, act) },
+        #[cfg(target_arch = "aarch64")]
+        Isa::Neon => unsafe { neon::row_neon(x, y, p, act) },
         Isa::Portable => row(x, y, p, act, shifted_sums),
     }
 }
@@ -238,83 +241,6 @@ fn shifted_sums(x: &[f32], k: f64) -> (f64, f64) {
         q += d * d;
     }
     (s, q)
-}
-
-/// The row loops compiled for AVX-512 / AVX2+FMA. LLVM vectorizes the
-/// element-wise loops by itself, but not an f64 sum of f32 data (a
-/// floating-point reduction it may not reorder), so that one is spelled out.
-#[cfg(target_arch = "x86_64")]
-mod x86 {
-    use std::arch::x86_64::*;
-
-    use super::{row, shifted_sums, Activation, RowParams};
-
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    pub(super) unsafe fn row_avx512(x: &[f32], y: &mut [f32], p: &RowParams, act: Activation) {
-        row(x, y, p, act, |x, k| unsafe { sums_avx512(x, k) })
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn row_avx2(x: &[f32], y: &mut [f32], p: &RowParams, act: Activation) {
-        row(x, y, p, act, |x, k| unsafe { sums_avx2(x, k) })
-    }
-
-    /// [`shifted_sums`], 16 elements per step in four f64 accumulators.
-    #[inline]
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    unsafe fn sums_avx512(x: &[f32], k: f64) -> (f64, f64) {
-        let kv = _mm512_set1_pd(k);
-        let (mut s0, mut s1, mut q0, mut q1) = (
-            _mm512_setzero_pd(),
-            _mm512_setzero_pd(),
-            _mm512_setzero_pd(),
-            _mm512_setzero_pd(),
-        );
-        let mut chunks = x.chunks_exact(16);
-        for c in &mut chunks {
-            let a = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(c.as_ptr())), kv);
-            let b = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(c.as_ptr().add(8))), kv);
-            s0 = _mm512_add_pd(s0, a);
-            s1 = _mm512_add_pd(s1, b);
-            q0 = _mm512_fmadd_pd(a, a, q0);
-            q1 = _mm512_fmadd_pd(b, b, q1);
-        }
-        let (ts, tq) = shifted_sums(chunks.remainder(), k);
-        (
-            _mm512_reduce_add_pd(_mm512_add_pd(s0, s1)) + ts,
-            _mm512_reduce_add_pd(_mm512_add_pd(q0, q1)) + tq,
-        )
-    }
-
-    /// [`shifted_sums`], 8 elements per step in four f64 accumulators.
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn sums_avx2(x: &[f32], k: f64) -> (f64, f64) {
-        let kv = _mm256_set1_pd(k);
-        let (mut s0, mut s1, mut q0, mut q1) = (
-            _mm256_setzero_pd(),
-            _mm256_setzero_pd(),
-            _mm256_setzero_pd(),
-            _mm256_setzero_pd(),
-        );
-        let mut chunks = x.chunks_exact(8);
-        for c in &mut chunks {
-            let a = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(c.as_ptr())), kv);
-            let b = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(c.as_ptr().add(4))), kv);
-            s0 = _mm256_add_pd(s0, a);
-            s1 = _mm256_add_pd(s1, b);
-            q0 = _mm256_fmadd_pd(a, a, q0);
-            q1 = _mm256_fmadd_pd(b, b, q1);
-        }
-        let (ts, tq) = shifted_sums(chunks.remainder(), k);
-        let mut lanes = [[0.0f64; 4]; 2];
-        _mm256_storeu_pd(lanes[0].as_mut_ptr(), _mm256_add_pd(s0, s1));
-        _mm256_storeu_pd(lanes[1].as_mut_ptr(), _mm256_add_pd(q0, q1));
-        (
-            lanes[0].iter().sum::<f64>() + ts,
-            lanes[1].iter().sum::<f64>() + tq,
-        )
-    }
 }
 
 /// One row: statistics (through `sums`), then the fused affine and activation.
@@ -383,5 +309,9 @@ fn snake_row(x: &[f32], y: &mut [f32], m: f32, a: f32, c: f32, alpha: f32) {
     }
 }
 
+#[cfg(target_arch = "aarch64")]
+mod neon;
 #[cfg(test)]
 mod tests;
+#[cfg(target_arch = "x86_64")]
+mod x86;

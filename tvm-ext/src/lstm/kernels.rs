@@ -1,11 +1,13 @@
 //! The recurrent mat-vec products and the cell update, per instruction set
-//! (AVX-512, AVX2+FMA, portable), chosen at run time.
+//! (AVX-512, AVX2+FMA, NEON, portable), chosen at run time.
 use super::*;
 
 #[cfg(target_arch = "x86_64")]
 pub(super) mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+#[cfg(target_arch = "aarch64")]
+pub(super) mod neon;
 
 /// `out[j] = init[j] + W_hh h[j]` for each sequence j, over padded gate rows.
 pub(super) fn recurrent_matmul(
@@ -65,6 +67,48 @@ pub(super) fn recurrent_matmul(
                 }
             }
         }
+        #[cfg(target_arch = "aarch64")]
+        Isa::Neon => {
+            let w = pack.as_ptr();
+            let o = out.as_mut_ptr();
+            // SAFETY: NEON was detected; lengths were asserted above.
+            unsafe {
+                match s {
+                    1 => neon::matvec::<1, 16>(
+                        w,
+                        hidden,
+                        panels,
+                        ptrs(init),
+                        ptrs(h),
+                        out_ptrs(o, gp),
+                    ),
+                    2 => neon::matvec::<2, 8>(
+                        w,
+                        hidden,
+                        panels,
+                        ptrs(init),
+                        ptrs(h),
+                        out_ptrs(o, gp),
+                    ),
+                    3 => neon::matvec::<3, 4>(
+                        w,
+                        hidden,
+                        panels,
+                        ptrs(init),
+                        ptrs(h),
+                        out_ptrs(o, gp),
+                    ),
+                    _ => neon::matvec::<4, 4>(
+                        w,
+                        hidden,
+                        panels,
+                        ptrs(init),
+                        ptrs(h),
+                        out_ptrs(o, gp),
+                    ),
+                }
+            }
+        }
         Isa::Portable => {
             for (j, o) in out.chunks_exact_mut(gp).enumerate() {
                 portable_matvec1(pack, hidden, init[j], h[j], o);
@@ -73,12 +117,12 @@ pub(super) fn recurrent_matmul(
     }
 }
 
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 pub(super) fn ptrs<const S: usize>(v: &[&[f32]]) -> [*const f32; S] {
     std::array::from_fn(|j| v[j].as_ptr())
 }
 
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 pub(super) fn out_ptrs<const S: usize>(o: *mut f32, gp: usize) -> [*mut f32; S] {
     std::array::from_fn(|j| o.wrapping_add(j * gp))
 }
@@ -114,6 +158,8 @@ pub(super) fn cell(isa: Isa, g: &[f32], c: &mut [f32], h: &mut [f32]) {
         Isa::Avx512 => unsafe { avx512::cell(g, c, h) },
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => unsafe { avx2::cell(g, c, h) },
+        #[cfg(target_arch = "aarch64")]
+        Isa::Neon => unsafe { neon::cell(g, c, h) },
         Isa::Portable => cell_body(g, c, h),
     }
 }

@@ -35,18 +35,18 @@
 //! of a sequence is one `matrixmultiply::sgemm` with both biases folded in; the
 //! recurrence then adds `h_{t-1} W_hh^T` per step, with `W_hh` packed once per
 //! call into 64-gate panels `[H][64]` so a step streams the weights contiguously
-//! (AVX-512 or AVX2+FMA kernels chosen at run time, a portable loop otherwise; up
-//! to four sequences share each weight load), and the gate nonlinearities use a
-//! vectorised `exp` accurate to well under 1e-6. Directions and groups of
+//! (AVX-512, AVX2+FMA or NEON kernels chosen at run time, a portable loop
+//! otherwise; up to four sequences share each weight load), and the gate
+//! nonlinearities use a vectorised `exp` accurate to well under 1e-6. Directions and groups of
 //! sequences run in parallel on rayon's global pool: with at least one
 //! (direction, group) per thread each runs on its own from packing to its last
 //! step; with fewer, the projections are first split across all threads.
 //!
 //! The parameters are listed once in [`crate::interface::LSTM`]. Files:
 //! `call.rs` reads a packed call, `schedule.rs` plans and runs the layers,
-//! `pool.rs` holds the aligned buffers, `kernels.rs` (with `kernels/avx512.rs`
-//! and `kernels/avx2.rs`) the recurrent products per instruction set, and
-//! `cell.rs` the gate nonlinearities.
+//! `pool.rs` holds the aligned buffers, `kernels.rs` (with `kernels/avx512.rs`,
+//! `kernels/avx2.rs` and `kernels/neon.rs`) the recurrent products per
+//! instruction set, and `cell.rs` the gate nonlinearities.
 use std::ops::{Deref, DerefMut};
 
 use rayon::prelude::*;

@@ -330,22 +330,27 @@ pub(super) fn pack_recurrent(isa: Isa, w_hh: &[f32], hidden: usize, gp: usize) -
             }
         }
         let src = &w_hh[p * NB * hidden..(p * NB + rows) * hidden];
-        // Full 8x8 blocks with SIMD where available, the rest one by one.
-        let (rows8, k8) = match isa {
-            Isa::Portable => (0, 0),
+        // Full square blocks with SIMD where available (8x8 with AVX2, 4x4
+        // with NEON), the rest one by one.
+        type Transpose = unsafe fn(*const f32, usize, *mut f32, usize);
+        let block: Option<(usize, Transpose)> = match isa {
+            Isa::Portable => None,
+            // Both x86 SIMD sets imply AVX2.
             #[cfg(target_arch = "x86_64")]
-            _ => (rows / 8 * 8, hidden / 8 * 8),
+            _ => Some((8, avx2::transpose8)),
+            #[cfg(target_arch = "aarch64")]
+            Isa::Neon => Some((4, neon::transpose4)),
         };
-        #[cfg(target_arch = "x86_64")]
-        if rows8 > 0 && k8 > 0 {
-            for c0 in (0..rows8).step_by(8) {
-                for k0 in (0..k8).step_by(8) {
-                    // SAFETY: avx2 was detected (both SIMD ISAs imply it). The
-                    // block reads src rows c0..c0+8, columns k0..k0+8 (inside
-                    // `src`: c0+8 <= rows, k0+8 <= hidden) and writes panel rows
-                    // k0..k0+8, columns c0..c0+8 (inside `panel`: NB columns).
+        let (rows_n, k_n) = block.map_or((0, 0), |(n, _)| (rows / n * n, hidden / n * n));
+        if let Some((n, transpose)) = block {
+            for c0 in (0..rows_n).step_by(n) {
+                for k0 in (0..k_n).step_by(n) {
+                    // SAFETY: the instruction set was detected. The block reads
+                    // src rows c0..c0+n, columns k0..k0+n (inside `src`:
+                    // c0+n <= rows, k0+n <= hidden) and writes panel rows
+                    // k0..k0+n, columns c0..c0+n (inside `panel`: NB columns).
                     unsafe {
-                        avx2::transpose8(
+                        transpose(
                             src.as_ptr().add(c0 * hidden + k0),
                             hidden,
                             panel.as_mut_ptr().add(k0 * NB + c0),
@@ -356,7 +361,7 @@ pub(super) fn pack_recurrent(isa: Isa, w_hh: &[f32], hidden: usize, gp: usize) -
             }
         }
         for (c, row) in src.chunks_exact(hidden).enumerate() {
-            let k_from = if c < rows8 { k8 } else { 0 };
+            let k_from = if c < rows_n { k_n } else { 0 };
             for (k, &v) in row.iter().enumerate().skip(k_from) {
                 panel[k * NB + c] = v;
             }

@@ -63,6 +63,8 @@ pub(crate) fn softmax_rows(x: &[f32], y: &mut [f32], n: usize, isa: Isa) {
                     Isa::Avx512 => unsafe { row_avx512(xr, yr) },
                     #[cfg(target_arch = "x86_64")]
                     Isa::Avx2 => unsafe { row_avx2(xr, yr) },
+                    #[cfg(target_arch = "aarch64")]
+                    Isa::Neon => unsafe { row_neon(xr, yr) },
                     Isa::Portable => row(xr, yr),
                 }
             }
@@ -78,6 +80,14 @@ unsafe fn row_avx512(x: &[f32], y: &mut [f32]) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn row_avx2(x: &[f32], y: &mut [f32]) {
+    row(x, y)
+}
+
+/// NEON is aarch64's baseline, so this is the portable build's code: the
+/// wrapper keeps the table whole, one arm per instruction set.
+#[cfg(target_arch = "aarch64")]
+#[target_feature(enable = "neon")]
+unsafe fn row_neon(x: &[f32], y: &mut [f32]) {
     row(x, y)
 }
 

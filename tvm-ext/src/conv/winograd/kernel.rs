@@ -22,6 +22,8 @@ pub(super) fn run_job(
         Isa::Avx512 => unsafe { x86::avx512(call, job, s, par) },
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => unsafe { x86::avx2(call, job, s, par) },
+        #[cfg(target_arch = "aarch64")]
+        Isa::Neon => unsafe { neon::job(call, job, s, par) },
         Isa::Portable => sized::<false, false>(call, job, s, par),
     }
 }
@@ -51,19 +53,21 @@ mod x86 {
     }
 }
 
-/// `FMA`: fused multiply-adds; `PERM`: AVX-512 lane permutes (see [`lanes`]).
+/// `FMA`: fused multiply-adds; `SIMD`: the instruction set's own vector code,
+/// AVX-512 lane permutes or NEON interleaving loads and stores (see [`lanes`]),
+/// and on NEON the transforms' products ([`neon::mat_vec`]).
 #[inline(always)]
-fn sized<const FMA: bool, const PERM: bool>(
+fn sized<const FMA: bool, const SIMD: bool>(
     call: &Call,
     job: Job,
     s: &mut Scratch,
     par: bool,
 ) -> std::result::Result<(), JobError> {
     match (call.tr.m, call.tr.alpha) {
-        (6, 8) => tile_job::<6, 8, FMA, PERM>(call, job, s, par),
-        (4, 8) => tile_job::<4, 8, FMA, PERM>(call, job, s, par),
-        (4, 10) => tile_job::<4, 10, FMA, PERM>(call, job, s, par),
-        (2, 12) => tile_job::<2, 12, FMA, PERM>(call, job, s, par),
+        (6, 8) => tile_job::<6, 8, FMA, SIMD>(call, job, s, par),
+        (4, 8) => tile_job::<4, 8, FMA, SIMD>(call, job, s, par),
+        (4, 10) => tile_job::<4, 10, FMA, SIMD>(call, job, s, par),
+        (2, 12) => tile_job::<2, 12, FMA, SIMD>(call, job, s, par),
         (m, a) => Err(JobError::new(format!(
             "no kernel for F({m}, {})",
             a + 1 - m
@@ -82,29 +86,136 @@ fn madd<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
     }
 }
 
-/// `emit(i, sum_j mat[i][j] * vecs[j])` for each row `i`, lane by lane; one
-/// row at a time, so that `vecs` and one accumulator stay in registers.
+/// A transform's matrix, by rows and by columns (the NEON product walks the columns).
+struct Mat<const R: usize, const C: usize> {
+    rows: [[f32; C]; R],
+    #[cfg(target_arch = "aarch64")]
+    cols: [[f32; R]; C],
+}
+
+impl<const R: usize, const C: usize> Mat<R, C> {
+    /// The matrix with element `(i, j)` at `flat[i * C + j]`.
+    fn new(flat: &[f32]) -> Self {
+        Self {
+            rows: std::array::from_fn(|i| std::array::from_fn(|j| flat[i * C + j])),
+            #[cfg(target_arch = "aarch64")]
+            cols: std::array::from_fn(|j| std::array::from_fn(|i| flat[i * C + j])),
+        }
+    }
+}
+
+/// `emit(i, k0, sum_j mat[i][j] * vecs[j][k0..])` for each row `i`, lane by
+/// lane, in runs of lanes starting at `k0`; one row at a time, so that `vecs`
+/// and one accumulator stay in registers. Each lane sums over `j` in order,
+/// from zero: the NEON code gives the bits of the portable code with `FMA`.
 #[inline(always)]
-fn mat_vec<const R: usize, const C: usize, const FMA: bool>(
-    mat: &[[f32; C]; R],
+fn mat_vec<const R: usize, const C: usize, const FMA: bool, const SIMD: bool>(
+    mat: &Mat<R, C>,
     vecs: &[[f32; LANES]; C],
-    mut emit: impl FnMut(usize, &[f32; LANES]),
+    mut emit: impl FnMut(usize, usize, &[f32]),
 ) {
-    for (i, row) in mat.iter().enumerate() {
+    #[cfg(target_arch = "aarch64")]
+    if SIMD {
+        // SAFETY: `SIMD` is only set in code compiled for NEON on aarch64.
+        return unsafe { neon::mat_vec(&mat.cols, vecs, emit) };
+    }
+    for (i, row) in mat.rows.iter().enumerate() {
         let mut acc = [0.0f32; LANES];
         for (coef, v) in row.iter().zip(vecs) {
             for (a, x) in acc.iter_mut().zip(v) {
                 *a = madd::<FMA>(*coef, *x, *a);
             }
         }
-        emit(i, &acc);
+        emit(i, 0, &acc);
+    }
+}
+
+/// NEON: the transforms' products as sums of outer products, eight lanes
+/// (two vectors of tiles) per pass: for each input `j` in turn, its two
+/// vectors times column `j` of the matrix (`vfmaq_laneq_f32`, four
+/// coefficients per register) into all `R` x 2 accumulators (24 at most, for
+/// `A` = 12), so each input and each coefficient is loaded once per pass.
+#[cfg(target_arch = "aarch64")]
+mod neon {
+    use std::arch::aarch64::*;
+
+    use super::{sized, Call, Job, JobError, Scratch, LANES};
+
+    #[target_feature(enable = "neon")]
+    pub(super) unsafe fn job(
+        call: &Call,
+        job: Job,
+        s: &mut Scratch,
+        par: bool,
+    ) -> Result<(), JobError> {
+        sized::<true, true>(call, job, s, par)
+    }
+
+    /// Vectors of four lanes per pass.
+    const V: usize = 2;
+
+    /// [`super::mat_vec`] with `FMA`, from the matrix's columns.
+    #[inline(always)]
+    pub(super) unsafe fn mat_vec<const R: usize, const C: usize>(
+        cols: &[[f32; R]; C],
+        vecs: &[[f32; LANES]; C],
+        mut emit: impl FnMut(usize, usize, &[f32]),
+    ) {
+        for k0 in (0..LANES).step_by(4 * V) {
+            let mut acc = [[vdupq_n_f32(0.0); V]; R];
+            for (col, vec) in cols.iter().zip(vecs) {
+                let x: [float32x4_t; V] =
+                    std::array::from_fn(|v| vld1q_f32(vec.as_ptr().add(k0 + 4 * v)));
+                let mut i = 0;
+                while i + 4 <= R {
+                    let cf = vld1q_f32(col.as_ptr().add(i));
+                    lane::<0>(&mut acc[i], &x, cf);
+                    lane::<1>(&mut acc[i + 1], &x, cf);
+                    lane::<2>(&mut acc[i + 2], &x, cf);
+                    lane::<3>(&mut acc[i + 3], &x, cf);
+                    i += 4;
+                }
+                if i + 2 <= R {
+                    let cf = vld1_f32(col.as_ptr().add(i));
+                    for (v, xv) in x.iter().enumerate() {
+                        acc[i][v] = vfmaq_lane_f32::<0>(acc[i][v], *xv, cf);
+                        acc[i + 1][v] = vfmaq_lane_f32::<1>(acc[i + 1][v], *xv, cf);
+                    }
+                    i += 2;
+                }
+                if i < R {
+                    for (a, xv) in acc[i].iter_mut().zip(&x) {
+                        *a = vfmaq_n_f32(*a, *xv, col[i]);
+                    }
+                }
+            }
+            for (i, a) in acc.iter().enumerate() {
+                let mut vals = [0.0f32; 4 * V];
+                for (v, a) in a.iter().enumerate() {
+                    vst1q_f32(vals.as_mut_ptr().add(4 * v), *a);
+                }
+                emit(i, k0, &vals);
+            }
+        }
+    }
+
+    /// `acc[v] += x[v] * cf[L]`, fused.
+    #[inline(always)]
+    unsafe fn lane<const L: i32>(
+        acc: &mut [float32x4_t; V],
+        x: &[float32x4_t; V],
+        cf: float32x4_t,
+    ) {
+        for (a, xv) in acc.iter_mut().zip(x) {
+            *a = vfmaq_laneq_f32::<L>(*a, *xv, cf);
+        }
     }
 }
 
 /// One job of F(M, A - M + 1): its tiles of each phase in turn; compiled once
 /// per instruction set and size.
 #[inline(always)]
-fn tile_job<const M: usize, const A: usize, const FMA: bool, const PERM: bool>(
+fn tile_job<const M: usize, const A: usize, const FMA: bool, const SIMD: bool>(
     call: &Call,
     job: Job,
     scratch: &mut Scratch,
@@ -115,7 +226,7 @@ fn tile_job<const M: usize, const A: usize, const FMA: bool, const PERM: bool>(
         let tiles = phase_len(call.lout, d, p).div_ceil(M);
         let nq = job.nq.min(tiles.saturating_sub(job.q0));
         if nq > 0 {
-            phase_block::<M, A, FMA, PERM>(call, job.b, p, job.q0, nq, scratch, parallel)?;
+            phase_block::<M, A, FMA, SIMD>(call, job.b, p, job.q0, nq, scratch, parallel)?;
         }
     }
     Ok(())
@@ -123,7 +234,7 @@ fn tile_job<const M: usize, const A: usize, const FMA: bool, const PERM: bool>(
 
 /// Tiles `q0..q0 + nq` of phase `p` of batch item `b`.
 #[inline(always)]
-fn phase_block<const M: usize, const A: usize, const FMA: bool, const PERM: bool>(
+fn phase_block<const M: usize, const A: usize, const FMA: bool, const SIMD: bool>(
     call: &Call,
     b: usize,
     p: usize,
@@ -143,8 +254,8 @@ fn phase_block<const M: usize, const A: usize, const FMA: bool, const PERM: bool
     } = *call;
     let (d, l) = (cfg.dilation, cfg.length);
     let (cin, cout) = (cfg.in_channels, cfg.out_channels);
-    let bt: [[f32; A]; A] = std::array::from_fn(|a| std::array::from_fn(|j| tr.bt[a * A + j]));
-    let at: [[f32; A]; M] = std::array::from_fn(|i| std::array::from_fn(|a| tr.at[i * A + a]));
+    let bt = Mat::<A, A>::new(&tr.bt);
+    let at = Mat::<M, A>::new(&tr.at);
     // Whole vectors of tiles (the GEMMs skip the padding); tile n reads
     // polyphase row j % M at n + j / M.
     let np = nq.next_multiple_of(LANES);
@@ -173,7 +284,7 @@ fn phase_block<const M: usize, const A: usize, const FMA: bool, const PERM: bool
             0..0
         };
         for s in fast.clone().step_by(LANES) {
-            let split = lanes::split::<M, PERM>(&xrow[(off + (s * M) as i128) as usize..]);
+            let split = lanes::split::<M, SIMD>(&xrow[(off + (s * M) as i128) as usize..]);
             for (r, vals) in split.iter().enumerate() {
                 rows[r * row + s..][..LANES].copy_from_slice(vals);
             }
@@ -211,8 +322,8 @@ fn phase_block<const M: usize, const A: usize, const FMA: bool, const PERM: bool
                 let src = &xb[(c * M + j % M) * row + n0 + j / M..][..LANES];
                 std::array::from_fn(|k| src[k])
             });
-            mat_vec::<A, A, FMA>(&bt, &tile, |a, vals| {
-                v[(a * cin + c) * np + n0..][..LANES].copy_from_slice(vals)
+            mat_vec::<A, A, FMA, SIMD>(&bt, &tile, |a, k0, vals| {
+                v[(a * cin + c) * np + n0 + k0..][..vals.len()].copy_from_slice(vals)
             });
         }
     }
@@ -248,17 +359,19 @@ fn phase_block<const M: usize, const A: usize, const FMA: bool, const PERM: bool
                 std::array::from_fn(|k| src[k])
             });
             let mut ys = [[0.0f32; LANES]; M];
-            mat_vec::<M, A, FMA>(&at, &ms, |i, y| ys[i] = *y);
+            mat_vec::<M, A, FMA, SIMD>(&at, &ms, |i, k0, y| {
+                ys[i][k0..k0 + y.len()].copy_from_slice(y)
+            });
             // Output (n0 + k) * M + i of the block is element k * M + i of the merged run.
             let first = n0 * M;
             let count = valid.saturating_sub(first).min(LANES * M);
             if d == 1 && count == LANES * M {
                 // SAFETY: below `valid`, so checked above; disjoint from other jobs' tiles.
-                lanes::merge::<M, PERM>(&ys, b0, unsafe { out.slice(row0 + first, count)? });
+                lanes::merge::<M, SIMD>(&ys, b0, unsafe { out.slice(row0 + first, count)? });
                 continue;
             }
             let mut vals = [0.0f32; LANES * MAX_M];
-            lanes::merge::<M, PERM>(&ys, b0, &mut vals);
+            lanes::merge::<M, SIMD>(&ys, b0, &mut vals);
             if d == 1 {
                 // SAFETY: as above.
                 unsafe { out.slice(row0 + first, count)? }.copy_from_slice(&vals[..count]);

@@ -32,9 +32,11 @@
 //! 4. output transform `y[o][n][i] = bias[o] + sum_a AT[i][a] * M[a][o][n]`,
 //!    scattered to the tiles' outputs.
 //!
-//! Steps 2 and 4 run 16 tiles per vector. Splitting inputs into polyphase
-//! rows (without dilation) and merging the outputs of a vector of tiles back
-//! into sequence order are AVX-512 lane permutes ([`lanes`]).
+//! Steps 2 and 4 run 16 tiles per step (one AVX-512 vector; four NEON
+//! vectors, taken two at a time). Splitting inputs into polyphase rows
+//! (without dilation) and merging the outputs of a step of tiles back into
+//! sequence order are AVX-512 lane permutes or NEON interleaving loads and
+//! stores ([`lanes`]).
 //!
 //! The transforms come from Toom-Cook interpolation at the points 0, ±1, ±2,
 //! ±1/2 (and ±3/2 for `A = 10`, ±3/2 and ±2/3 for `A = 12`) and infinity,
@@ -220,7 +222,7 @@ fn plan(cfg: &Conv1dConfig, tr: &Transform, lout: usize, tile_bytes: usize) -> V
     jobs
 }
 
-/// Tiles per step of the transforms: one AVX-512 vector.
+/// Tiles per step of the transforms: one AVX-512 vector, four NEON vectors.
 const LANES: usize = 16;
 /// Tiles per step of the `gemm` crate's widest f32 micro-kernel (4 AVX-512
 /// vectors): blocks of 80 tiles left 16 to its 16-wide kernel, and rounding

@@ -2,7 +2,9 @@
 //! module docs of [`super`]).
 use rayon::prelude::*;
 
-use super::{isa, Isa, MR, NR};
+#[cfg(target_arch = "x86_64")]
+use super::{isa, Isa};
+use super::{MR, NR};
 use crate::job::JobError;
 
 // ---------------------------------------------------------------------------

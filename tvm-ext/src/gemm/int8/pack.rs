@@ -1,6 +1,8 @@
 //! The activations' quantization (affine, to u8) and the packing of quads
 //! (layouts in the module docs of [`super`]).
-use super::{isa, Isa, MR, NR};
+#[cfg(target_arch = "x86_64")]
+use super::{isa, Isa};
+use super::{MR, NR};
 use crate::job::JobError;
 
 /// Quads along an inner dimension of `k` elements.
