@@ -135,6 +135,21 @@ def test_ctrl_c_is_exit_130(tmp_path, monkeypatch, capsys):
     assert "interrupted; no output was written" in capsys.readouterr().err
 
 
+def test_ctrl_c_that_a_library_turns_into_another_error_is_still_exit_130(tmp_path, monkeypatch, capsys):
+    """torch.export's tracing context raises KeyError from its `finally` when Ctrl-C lands inside it."""
+
+    def interrupted_inside_a_library(args):
+        try:
+            raise KeyboardInterrupt
+        finally:
+            raise KeyError("custom")
+
+    monkeypatch.setattr(say_cmd, "_check", interrupted_inside_a_library)
+    assert main(["say", "Hi.", "-o", str(tmp_path / "out.wav")]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted; no output was written" in err and "Traceback" not in err
+
+
 @pytest.mark.parametrize("bug", [TypeError, ValueError, KeyError])
 def test_an_internal_bug_is_not_a_user_error(bug, tmp_path, monkeypatch):
     """A ValueError from our own code (not an InvalidInputError) used to print as bad input."""

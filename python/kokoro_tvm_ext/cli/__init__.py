@@ -61,10 +61,29 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kokoro-tvm {args.command}: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        # Outputs are written all at once at the end, so none is left partly written (book, which
-        # keeps its finished chapters for a rerun, says so itself).
-        print(f"kokoro-tvm {args.command}: interrupted; no output was written", file=sys.stderr)
-        return 130
+        return _interrupted(args.command)
+    except Exception as err:
+        # A library's clean-up can fail while Ctrl-C unwinds it (torch.export's tracing context raised
+        # KeyError from its `finally`): still an interrupt, not a bug of ours.
+        if any(isinstance(e, KeyboardInterrupt) for e in _causes(err)):
+            return _interrupted(args.command)
+        raise
+
+
+def _interrupted(command: str) -> int:
+    # Outputs are written all at once at the end, so none is left partly written (book, which
+    # keeps its finished chapters for a rerun, says so itself).
+    print(f"kokoro-tvm {command}: interrupted; no output was written", file=sys.stderr)
+    return 130
+
+
+def _causes(err: BaseException):
+    """``err`` and the exceptions it was raised while handling, innermost last."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        yield err
+        err = err.__cause__ or err.__context__
 
 
 def console_main() -> None:
