@@ -96,6 +96,42 @@ def test_the_cache_replaces_a_damaged_entry(small_artifact, checkpoint, monkeypa
     assert [p.name for p in first.parent.iterdir()] == [first.name]  # no temp dirs left
 
 
+@pytest.mark.parametrize("precision, hiding", [("int8", "KOKORO_TVM_EXT_NO_VNNI"), ("bf16", "KOKORO_TVM_EXT_NO_BF16")])
+def test_a_precision_this_cpu_does_not_compute_in_takes_the_fp32_artifact(
+    small_artifact, checkpoint, monkeypatch, caplog, precision, hiding
+):
+    """Where the CPU lacks int8's (bf16's) instructions, their kernels would run f32 without Winograd, slower than
+    the fp32 artifact: the cache gives the fp32 artifact itself, with a notice; for a named target, what was asked."""
+    from kokoro_tvm_ext.model.runtime import cpu_features
+
+    compiled = compiles_by_copy(monkeypatch, small_artifact)
+    fp32 = artifact_cache.ensure_artifact(checkpoint, prebuilt=False)
+    monkeypatch.setenv(hiding, "1")
+    monkeypatch.setattr(cpu_features, "_fallback_noticed", set())
+    with caplog.at_level("WARNING", logger="kokoro_tvm_ext"):
+        assert artifact_cache.ensure_artifact(checkpoint, precision=precision, prebuilt=False) == fp32
+        assert artifact_cache.ensure_artifact(checkpoint, precision=precision, prebuilt=False) == fp32
+    (notice,) = caplog.records  # one line, once
+    assert f"{precision} runs as fp32" in notice.getMessage() and hiding in notice.getMessage()
+    assert [c["precision"] for c in compiled] == ["fp32"]
+    artifact_cache.ensure_artifact(checkpoint, precision=precision, target="x86-64-v4")
+    assert [c["precision"] for c in compiled] == ["fp32", precision]
+
+
+def test_precision_here_follows_the_cpu_and_the_switches(monkeypatch):
+    from kokoro_tvm_ext.model.runtime.cpu_features import precision_here
+
+    for var in ("KOKORO_TVM_EXT_NO_VNNI", "KOKORO_TVM_EXT_NO_BF16"):
+        monkeypatch.delenv(var, raising=False)
+    zen4 = {"avx512f", "avx512vnni", "avx512bf16"}
+    assert [precision_here(p, zen4) for p in ("fp32", "bf16", "int8")] == ["fp32", "bf16", "int8"]
+    cascade_lake = {"avx512f", "avx512vnni"}
+    assert [precision_here(p, cascade_lake) for p in ("bf16", "int8")] == ["fp32", "int8"]
+    assert [precision_here(p, None) for p in ("fp32", "bf16", "int8")] == ["fp32"] * 3  # unknown CPU (aarch64 today)
+    monkeypatch.setenv("KOKORO_TVM_EXT_NO_VNNI", "1")
+    assert precision_here("int8", zen4) == "fp32" and precision_here("bf16", zen4) == "bf16"
+
+
 def test_a_named_target_is_compiled_for_and_keys_its_own_entry(small_artifact, checkpoint, monkeypatch):
     from kokoro_tvm_ext.model.runtime.cpu_features import host_cpu_id
 

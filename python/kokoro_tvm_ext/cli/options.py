@@ -22,11 +22,11 @@ def add_precision_argument(parser) -> None:
         choices=["fp32", "bf16", "int8"],
         default="fp32",
         help="bf16: the decoder's convolutions and matmuls, except the residual blocks' (f32 Winograd), on "
-        "bf16 inputs and weights with f32 accumulation where the CPU has AVX512-BF16 (else f32); about "
+        "bf16 inputs and weights with f32 accumulation where the CPU has AVX512-BF16 (else the fp32 artifact); about "
         "32 dB SNR against PyTorch fp32 and less memory; faster than fp32 only where VDPBF16PS runs at "
         "the f32 FMA rate (AMD Zen 4). int8: the decoder's convolutions and matmuls on int8 weights (a "
         "scale per output channel) and u8 inputs with int32 sums where the CPU has AVX512-VNNI (Intel "
-        "Xeon since Cascade Lake, AMD Zen 4/5), else fp32 with a notice; durations stay identical "
+        "Xeon since Cascade Lake, AMD Zen 4/5), else the fp32 artifact with a notice; durations stay identical "
         "(see docs/performance.md) (default: %(default)s)",
     )
 

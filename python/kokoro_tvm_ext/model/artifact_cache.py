@@ -30,7 +30,7 @@ from kokoro_tvm_ext.model.binding import bind_checkpoint
 from kokoro_tvm_ext.model.compile import compile_kokoro
 from kokoro_tvm_ext.model.prebuilt import DISTRIBUTION, best_prebuilt
 from kokoro_tvm_ext.model.runtime.artifact import load_checked_meta
-from kokoro_tvm_ext.model.runtime.cpu_features import host_cpu_id
+from kokoro_tvm_ext.model.runtime.cpu_features import host_cpu_id, host_features, precision_here
 from kokoro_tvm_ext.model.weights import Weights, find_weights, load_kmodel
 from kokoro_tvm_ext.model.weights.files import check_fits, read_checkpoint
 from kokoro_tvm_ext.support.cache import Progress, atomic_directory, cache_dir
@@ -192,9 +192,12 @@ def ensure_artifact(
     library compiled for the same target (seconds, no torch); else, for this machine's CPU and if
     ``prebuilt``, bound to the best installed prebuilt library; else compiled (once, atomically; needs
     the `compile` extra). ``target``: None for this machine's CPU, else an LLVM CPU name or a TVM target
-    dict. The weights are read, or built, only when the cache lacks their entry."""
+    dict. For this machine, ``int8`` and ``bf16`` become ``fp32`` (with a notice) where the CPU lacks their
+    instructions. The weights are read, or built, only when the cache lacks their entry."""
     weights = weights if isinstance(weights, Weights) else find_weights(weights)
     target = target_spec(target)
+    if target is None:  # for this CPU: int8 and bf16 only where it computes in them
+        precision = precision_here(precision, host_features())
     out = cached_artifact_dir(artifact_key(weights.fingerprint(), lstm_impl, precision, target))
     return ensure_compiled(
         out,
