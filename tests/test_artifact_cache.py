@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import platform
 
 import pytest
 
@@ -165,20 +164,64 @@ def test_a_bad_target_is_refused_in_one_line(checkpoint, target, named):
     assert "\n" not in str(err.value)
 
 
-def test_a_target_of_another_architecture_is_refused_before_any_work(checkpoint, monkeypatch, capsys):
+def test_arm_cpu_names_get_their_triple_and_x86_names_stay():
+    spec = artifact_cache.target_spec
+    arm = {"kind": "llvm", "mtriple": "aarch64-linux-gnu"}
+    for cpu in ("cortex-a72", "cortex-a76", "neoverse-n1", "neoverse-v1", "neoverse-v2", "a64fx", "apple-m1"):
+        assert spec(cpu) == {**arm, "mcpu": cpu}
+    assert spec("armv8.2-a+dotprod") == {**arm, "mcpu": "generic", "mattr": ["+v8.2a", "+dotprod"]}
+    assert spec("armv8-a") == {**arm, "mcpu": "generic", "mattr": ["+v8a"]}
+    assert spec("armv9-a+i8mm+fp16") == {**arm, "mcpu": "generic", "mattr": ["+v9a", "+i8mm", "+fullfp16"]}
+    assert spec({"kind": "llvm", "mcpu": "cortex-a76", "mattr": ["+dotprod"]})["mtriple"] == "aarch64-linux-gnu"
+    for cpu in ("x86-64-v3", "znver4", "skylake-avx512"):
+        assert spec(cpu) == {"kind": "llvm", "mcpu": cpu}
+
+
+def test_a_target_of_another_architecture_is_cross_compiled_without_weights(
+    small_artifact, checkpoint, monkeypatch, capsys
+):
+    """On x86-64, cortex-a76 is compiled (here: copied) into a library-only entry, the same for any weights, and
+    nothing is bound (the library's transforms cannot run here). The real cross compile: tests/kokoro."""
     from kokoro_tvm_ext.cli import main
+    from kokoro_tvm_ext.model.runtime import cpu_features
 
+    monkeypatch.setattr(cpu_features.platform, "machine", lambda: "x86_64")
+    compiled = compiles_by_copy(monkeypatch, small_artifact)
+    monkeypatch.setattr(artifact_cache, "_bind_into", lambda *a: pytest.fail("weights were bound"))
+    entry = artifact_cache.ensure_artifact(checkpoint, target="cortex-a76", quiet=True)
+    arm = {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "cortex-a76"}
+    assert [c["target"] for c in compiled] == [arm]
+    assert entry.name == f"library-{artifact_cache.library_key(target=arm)}"
+    other = checkpoint.with_name("other.safetensors")
+    other.write_bytes(b"other weights")
+    assert artifact_cache.ensure_artifact(other, target="cortex-a76") == entry and len(compiled) == 1
+
+    assert main(["compile", "--weights", str(checkpoint), "--target", "cortex-a76"]) == 0
+    assert capsys.readouterr().out.strip() == str(entry) and len(compiled) == 1
+
+
+def test_a_missing_cross_compiler_is_named_before_any_work(checkpoint, monkeypatch, capsys):
+    from kokoro_tvm_ext.cli import main
+    from kokoro_tvm_ext.errors import MissingAssetError
+    from kokoro_tvm_ext.model.runtime import cpu_features
+
+    monkeypatch.setattr(cpu_features.platform, "machine", lambda: "x86_64")
     monkeypatch.setattr(artifact_cache, "load_kmodel", lambda weights: pytest.fail("the model was built"))
-    monkeypatch.setattr(platform, "machine", lambda: "x86_64")
-    arm = {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "cortex-a76", "mattr": ["+neon", "+dotprod"]}
-    with pytest.raises(InvalidInputError) as err:
-        artifact_cache.ensure_artifact(checkpoint, target=arm)
-    assert str(err.value).startswith("cannot build Kokoro for aarch64-linux-gnu on this x86_64 machine")
-    assert "cross-compiling is not supported yet" in str(err.value) and "\n" not in str(err.value)
+    monkeypatch.setenv("PATH", str(checkpoint.parent / "empty"))
+    with pytest.raises(MissingAssetError) as err:
+        artifact_cache.ensure_artifact(checkpoint, target="neoverse-n1")
+    assert str(err.value) == (
+        "compiling Kokoro for aarch64 on this x86_64 machine needs the cross compiler aarch64-linux-gnu-gcc, "
+        "not found on PATH: apt-get install gcc-aarch64-linux-gnu"
+    )
     assert not (checkpoint.parent / "cache" / "artifacts").exists()
+    out = checkpoint.parent / "out"
+    assert main(["compile", "--weights", str(checkpoint), "--target", "cortex-a72", "-o", str(out)]) == 3
+    assert "needs the cross compiler aarch64-linux-gnu-gcc" in capsys.readouterr().err and not out.exists()
 
-    assert main(["compile", "--weights", str(checkpoint), "--target", json.dumps(arm)]) == 2
-    assert capsys.readouterr().err.startswith("kokoro-tvm compile: cannot build Kokoro for aarch64-linux-gnu")
+    riscv = {"kind": "llvm", "mtriple": "riscv64-linux-gnu"}
+    with pytest.raises(InvalidInputError, match="cannot compile Kokoro for riscv64 on this x86_64 machine"):
+        artifact_cache.ensure_artifact(checkpoint, target=riscv)
     assert main(["compile", "--target", '{"kind": llvm}']) == 2
     assert "kokoro-tvm compile: --target is not valid JSON" in capsys.readouterr().err
 

@@ -138,3 +138,84 @@ def test_say_reports_the_refusal_without_a_traceback(small_artifact, tmp_path, l
     assert rc == 3  # the CPU cannot run this artifact: exit 3, as for a damaged one
     assert f"needs instructions this CPU lacks: {lacking_feature}" in err and "Traceback" not in err
     assert not out.exists()
+
+
+# aarch64: AT_HWCAP/AT_HWCAP2 as QEMU 7.2's CPU models report them (NOTES: 0x8fb as cortex-a72, 0x119ffb as
+# cortex-a76; `max,sve=off` adds i8mm and bf16 in AT_HWCAP2), checked against a real run below.
+CORTEX_A72 = {"fp-armv8", "neon", "crc"}
+CORTEX_A76 = CORTEX_A72 | {"lse", "fullfp16", "rdm", "rcpc", "dotprod"}
+
+
+def test_hwcap_bits_become_llvm_feature_names():
+    from kokoro_tvm_ext.model.runtime.cpu_features import aarch64_features
+
+    assert aarch64_features(0x8FB, 0) == CORTEX_A72  # aes, pmull, sha1, sha2, cpuid: not checked
+    assert aarch64_features(0x119FFB, 0) == CORTEX_A76
+    no_sve = aarch64_features(0xECBFFFFB, 0x76181)
+    assert CORTEX_A76 | {"i8mm", "bf16", "fp16fml", "jsconv", "complxnum", "frintts"} == no_sve
+    assert {"sve", "sve2"} <= aarch64_features(0xECFFFFFB, 0x7F877FFF)
+    assert aarch64_features(0, 0) == set()
+
+
+def test_llvm_arm_cpus_need_what_those_cpus_report():
+    """What LLVM lets code for cortex-a72 (a76) use is what Linux reports on one (as QEMU emulates it)."""
+    import tvm
+
+    def arm(mcpu):
+        return tvm.target.Target({"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": mcpu})
+
+    assert set(target_features(arm("cortex-a72"))) == CORTEX_A72
+    assert set(target_features(arm("cortex-a76"))) == CORTEX_A76
+    assert {"i8mm", "bf16", "sve", "dotprod"} <= set(target_features(arm("neoverse-v1")))
+    assert not {"aes", "sha2", "v8.2a", "a76"} & set(target_features(arm("cortex-a76")))  # intrinsics, levels, tuning
+
+
+def test_on_aarch64_the_features_come_from_the_auxiliary_vector(tmp_path, monkeypatch):
+    """Never from /proc/cpuinfo there: under qemu-user it is the host's (here an x86 one, with flags)."""
+    from kokoro_tvm_ext.model.runtime import cpu_features
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu sse sse2 avx avx2\n")
+    monkeypatch.setattr(cpu_features.platform, "machine", lambda: "aarch64")
+    monkeypatch.setattr(cpu_features, "hwcaps", lambda: (0x119FFB, 0))
+    assert cpu_features.host_arch() == "aarch64"
+    assert host_features(cpuinfo) == CORTEX_A76
+    a76 = cpu_features.host_cpu_id(cpuinfo)
+    assert a76.startswith("aarch64-") and a76 == cpu_features.host_cpu_id()
+    monkeypatch.setattr(cpu_features, "hwcaps", lambda: (0x8FB, 0))
+    assert host_features(cpuinfo) == CORTEX_A72 and cpu_features.host_cpu_id() != a76
+    # int8 and bf16 run as fp32 until their SDOT/BFDOT kernels exist.
+    assert [cpu_features.precision_here(p, CORTEX_A76 | {"i8mm", "bf16"}) for p in ("int8", "bf16")] == ["fp32"] * 2
+
+
+AUXV_PROGRAM = """#include <stdio.h>
+#include <sys/auxv.h>
+int main(void) { printf("%lx %lx\\n", getauxval(16), getauxval(26)); }
+"""
+
+
+def test_the_decoded_bits_are_the_ones_an_emulated_arm_cpu_reports(tmp_path):
+    """A C program built for aarch64 prints getauxval(AT_HWCAP) and (AT_HWCAP2) under qemu-user, as each CPU model."""
+    import shutil
+    import subprocess
+
+    from kokoro_tvm_ext.model.runtime.cpu_features import aarch64_features
+
+    qemu = shutil.which("qemu-aarch64") or shutil.which("qemu-aarch64-static")
+    gcc = shutil.which("aarch64-linux-gnu-gcc")
+    if qemu is None or gcc is None or not Path("/lib/ld-linux-aarch64.so.1").exists():
+        pytest.skip("needs qemu-user, gcc-aarch64-linux-gnu and libc6:arm64 (scripts/install-aarch64-toolchain.sh)")
+    (tmp_path / "auxv.c").write_text(AUXV_PROGRAM)
+    subprocess.run([gcc, "-O2", "-o", str(tmp_path / "auxv"), str(tmp_path / "auxv.c")], check=True)
+
+    def reported(cpu: str) -> tuple[int, int]:
+        # Without -L: the multiarch libc6:arm64 (the cross toolchain's own glibc hangs under qemu 7.2).
+        env = {"QEMU_CPU": cpu, "PATH": "/usr/bin:/bin"}
+        out = subprocess.run([qemu, str(tmp_path / "auxv")], env=env, capture_output=True, text=True, timeout=60)
+        hwcap, hwcap2 = out.stdout.split()
+        return int(hwcap, 16), int(hwcap2, 16)
+
+    assert reported("cortex-a72") == (0x8FB, 0) and aarch64_features(*reported("cortex-a72")) == CORTEX_A72
+    assert reported("cortex-a76") == (0x119FFB, 0) and aarch64_features(*reported("cortex-a76")) == CORTEX_A76
+    no_sve = aarch64_features(*reported("max,sve=off"))
+    assert {"i8mm", "bf16", "dotprod"} <= no_sve and not {"sve", "sve2"} & no_sve

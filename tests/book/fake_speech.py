@@ -51,9 +51,10 @@ def fake_artifact(directory):
 
 def patch_model(setattr) -> None:
     import kokoro_tvm_ext.cli.book as book_command
-    from kokoro_tvm_ext.speech import Speaker
+    from kokoro_tvm_ext.speech import Speaker, SpeakerConfig
 
     setattr(Speaker, "open", classmethod(lambda cls, config=None, **kw: FakeSpeaker()))
+    setattr(SpeakerConfig, "resolved", lambda self, **kw: self)  # the fake artifact is used as it is given
     setattr(book_command, "LocalExecutor", FakeExecutor)
 
 

@@ -107,3 +107,31 @@ def test_a_checkpoint_that_does_not_fit_is_refused_by_name(small_artifact, pertu
         bind_checkpoint(small_artifact, state, tmp_path / "out", None)
     assert "\n" not in str(err.value)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_library_only_artifact_given_to_a_speaker_gets_the_weights_bound(
+    bound, perturbed, small_artifact, tmp_path, monkeypatch
+):
+    """`kokoro-tvm say --artifact DIR` on a library without weights, as cross-compiled for this machine (whose
+    token embeddings are found only when weights are bound): the Speaker's config binds them into the cache,
+    exactly as ensure_artifact binds them to the compiled library; the next time, the entry is found."""
+    import json
+
+    from kokoro_tvm_ext.model.prebuilt import library_only
+    from kokoro_tvm_ext.model.runtime.artifact import META, read_meta, sealed
+    from kokoro_tvm_ext.speech import SpeakerConfig
+
+    library = library_only(small_artifact, tmp_path / "library")
+    meta = {**json.loads((library / META).read_text()), "token_embeddings": []}
+    (library / META).write_text(json.dumps(sealed(meta)))
+    monkeypatch.setenv("KOKORO_TVM_CACHE", str(tmp_path / "cache"))
+    entry = SpeakerConfig(artifact=library, weights=perturbed[0]).resolved(quiet=True).artifact
+    assert entry.parent == tmp_path / "cache" / "artifacts" and os.path.samefile(entry / LIBRARY, library / LIBRARY)
+    bound_meta, compiled = read_meta(entry), read_meta(bound)
+    assert bound_meta["weights_sha256"] == compiled["weights_sha256"]  # the same weights as bound to the library
+    assert bound_meta["token_embeddings"] == read_meta(small_artifact)["token_embeddings"]
+    kokoro_tvm_ext.KokoroTVM(entry)
+
+    monkeypatch.setattr(artifact_cache, "_bind_into", lambda *a: pytest.fail("bound again"))
+    assert SpeakerConfig(artifact=library, weights=perturbed[0]).resolved().artifact == entry
+    assert SpeakerConfig(artifact=entry).resolved().artifact == entry  # it holds weights: used as it is

@@ -20,7 +20,16 @@ import pytest
 import kokoro_tvm_ext
 from kokoro_tvm_ext.errors import ArtifactCorruptError, ArtifactMissingError, InvalidInputError
 from kokoro_tvm_ext.model.runtime import artifact
-from kokoro_tvm_ext.model.runtime.artifact import DIGESTS, FIELDS, LIBRARY, META, VERIFIED_STAMP, WEIGHTS, sealed
+from kokoro_tvm_ext.model.runtime.artifact import (
+    DIGESTS,
+    FIELDS,
+    LIBRARY,
+    META,
+    OPTIONAL,
+    VERIFIED_STAMP,
+    WEIGHTS,
+    sealed,
+)
 from kokoro_tvm_ext.model.runtime.cpu_features import check_cpu
 
 SPEED = 9.0  # random weights: few frames per token, short audio
@@ -80,9 +89,16 @@ def test_the_compiled_meta_passes_and_records_a_digest_of_each_field(small_artif
     assert artifact.read_meta(small_artifact) == compiled_meta
 
 
-@pytest.mark.parametrize("field", sorted(FIELDS))
+@pytest.mark.parametrize("field", sorted(set(FIELDS) - set(OPTIONAL)))
 def test_a_missing_field_is_named(edit, field):
     refused(edit(lambda meta: {k: v for k, v in meta.items() if k != field}), f"{field} is missing")
+
+
+def test_an_artifact_from_before_arch_is_read_as_x86_64(edit):
+    from kokoro_tvm_ext.model.runtime.cpu_features import artifact_arch
+
+    meta = artifact.read_meta(edit(lambda meta: {k: v for k, v in meta.items() if k != "arch"}))
+    assert "arch" not in meta and artifact_arch(meta) == OPTIONAL["arch"] == "x86_64"
 
 
 @pytest.mark.parametrize("field", sorted(FIELDS))

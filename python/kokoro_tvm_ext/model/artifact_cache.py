@@ -7,9 +7,13 @@ seconds; for this machine's CPU, the best installed prebuilt library (model/preb
 way into an entry of its own, so a later `kokoro-tvm compile` for this CPU is preferred to it; a compile,
 when the compiler is installed (else a one-line error naming what to install).
 
-The target is this machine's CPU unless one is named: an LLVM CPU name (``x86-64-v3``) or a TVM target
-dict (``{"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "cortex-a76"}``), which keys the entry
-in place of this CPU's id and is what ``compile_kokoro`` compiles for.
+The target is this machine's CPU unless one is named: an LLVM CPU name (``x86-64-v3``, ``cortex-a76``, a
+generic ARM level such as ``armv8.2-a+dotprod``) or a TVM target dict (``{"kind": "llvm", "mtriple":
+"aarch64-linux-gnu", "mcpu": "cortex-a76"}``), which keys the entry in place of this CPU's id and is what
+``compile_kokoro`` compiles for. A target of another architecture (aarch64 on an x86-64 machine) is
+cross-compiled into a library-only entry (``library-<key>``): its weights are bound on a machine that runs it,
+where ``ensure_artifact(weights, artifact=that directory)`` (``kokoro-tvm say --artifact DIR``) binds them
+into that machine's cache.
 """
 
 from __future__ import annotations
@@ -20,17 +24,23 @@ import hashlib
 import importlib.util
 import json
 import os
-import platform
 import re
 import sys
 from pathlib import Path
 
 from kokoro_tvm_ext import _native
 from kokoro_tvm_ext.model.binding import bind_checkpoint
-from kokoro_tvm_ext.model.compile import compile_kokoro
+from kokoro_tvm_ext.model.compile import compile_kokoro, cross_compiler
 from kokoro_tvm_ext.model.prebuilt import DISTRIBUTION, best_prebuilt
-from kokoro_tvm_ext.model.runtime.artifact import load_checked_meta
-from kokoro_tvm_ext.model.runtime.cpu_features import host_cpu_id, host_features, precision_here
+from kokoro_tvm_ext.model.runtime.artifact import holds_checkpoint, load_checked_meta, read_meta
+from kokoro_tvm_ext.model.runtime.cpu_features import (
+    check_cpu,
+    host_arch,
+    host_cpu_id,
+    host_features,
+    precision_here,
+    target_arch,
+)
 from kokoro_tvm_ext.model.weights import Weights, find_weights, load_kmodel
 from kokoro_tvm_ext.model.weights.files import check_fits, read_checkpoint
 from kokoro_tvm_ext.support.cache import Progress, atomic_directory, cache_dir
@@ -71,18 +81,47 @@ def compiler_fingerprint(package: Path | None = None) -> str:
     return digest.hexdigest()[:12]
 
 
+# LLVM's names of aarch64 CPUs (Arm's Cortex and Neoverse cores, Fujitsu's A64FX, Apple's, Ampere's, ...): an
+# LLVM CPU name matching these compiles for aarch64 Linux wherever it is compiled; any other stays as it is
+# (an x86 name: x86-64-v3, znver4, ...).
+_ARM_CPU = re.compile(
+    r"(cortex-[arx]\d+[a-z0-9]*|neoverse-[a-z0-9-]+|a64fx|apple-[a-z0-9-]+|ampere1[a-z0-9]*|thunderx[a-z0-9]*"
+    r"|carmel|falkor|kryo|saphira|tsv110|exynos-m\d|grace|oryon-1|olympus)"
+)
+# A generic ARM level: armv8-a, armv8.2-a+dotprod, armv9-a+i8mm+bf16 -> LLVM's generic CPU with those features.
+_ARM_LEVEL = re.compile(r"armv(8|9)(?:\.(\d))?-a((?:\+[a-z0-9-]+)*)")
+_ARM_EXTENSION = {"fp16": "fullfp16", "crypto": "aes"}  # the assembler's names LLVM spells otherwise
+AARCH64_TRIPLE = "aarch64-linux-gnu"
+
+
+def _arm_target(name: str) -> dict | None:
+    """The target dict of an ARM CPU name or level, else None."""
+    if _ARM_CPU.fullmatch(name):
+        return {"kind": "llvm", "mtriple": AARCH64_TRIPLE, "mcpu": name}
+    level = _ARM_LEVEL.fullmatch(name)
+    if level is None:
+        return None
+    major, minor, extensions = level.groups()
+    version = f"+v{major}{'.' + minor if minor and minor != '0' else ''}a"
+    mattr = [version] + [f"+{_ARM_EXTENSION.get(e, e)}" for e in extensions.split("+") if e]
+    return {"kind": "llvm", "mtriple": AARCH64_TRIPLE, "mcpu": "generic", "mattr": mattr}
+
+
 def target_spec(target: str | dict | None) -> dict | None:
-    """``target`` as ``compile_kokoro`` takes it: None (this machine's CPU), or a TVM LLVM target dict;
-    an LLVM CPU name (``"x86-64-v3"``, ``"cortex-a76"``) becomes ``{"kind": "llvm", "mcpu": name}``."""
+    """``target`` as ``compile_kokoro`` takes it: None (this machine's CPU), or a TVM LLVM target dict.
+    An LLVM CPU name becomes ``{"kind": "llvm", "mcpu": name}``; an ARM one (``cortex-a76``, ``neoverse-n1``,
+    ``apple-m1``) also gets the triple ``aarch64-linux-gnu``, and a generic ARM level (``armv8.2-a+dotprod``)
+    becomes LLVM's ``generic`` CPU with those features (``+v8.2a``, ``+dotprod``), so either compiles on an
+    x86-64 machine. A dict whose ``mcpu`` is an ARM CPU and that names no triple gets it too."""
     if target is None:
         return None
     if isinstance(target, str):
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]*", target):
             raise InvalidInputError(
-                f"target {target!r} is not an LLVM CPU name; give one such as x86-64-v3 or cortex-a76, "
-                'or a TVM target dict such as {"kind": "llvm", "mcpu": "x86-64-v3"}'
+                f"target {target!r} is not an LLVM CPU name; give one such as x86-64-v3, cortex-a76 or "
+                'armv8.2-a+dotprod, or a TVM target dict such as {"kind": "llvm", "mcpu": "x86-64-v3"}'
             )
-        return {"kind": "llvm", "mcpu": target}
+        return _arm_target(target.lower()) or {"kind": "llvm", "mcpu": target}
     if not isinstance(target, dict) or target.get("kind") != "llvm":
         raise InvalidInputError(
             f"target must be an LLVM CPU name or a TVM target dict of kind llvm, got {target!r:.80}"
@@ -93,6 +132,8 @@ def target_spec(target: str | dict | None) -> dict | None:
         raise InvalidInputError(
             f"target {target!r:.80} holds values that are not JSON (strings, numbers, lists)"
         ) from None
+    if "mtriple" not in target and isinstance(target.get("mcpu"), str) and _ARM_CPU.fullmatch(target["mcpu"]):
+        return {**target, "mtriple": AARCH64_TRIPLE}
     return dict(target)
 
 
@@ -186,6 +227,7 @@ def ensure_artifact(
     lstm_impl: str = "plugin",
     quiet: bool = False,
     prebuilt: bool = True,
+    artifact: str | os.PathLike | None = None,
 ) -> Path:
     """The compiled artifact for ``weights`` (a :class:`Weights`, a checkpoint path, or None: the default
     weights, see ``find_weights``), from the user cache: cached; else these weights bound to a cached
@@ -193,11 +235,24 @@ def ensure_artifact(
     ``prebuilt``, bound to the best installed prebuilt library; else compiled (once, atomically; needs
     the `compile` extra). ``target``: None for this machine's CPU, else an LLVM CPU name or a TVM target
     dict. For this machine, ``int8`` and ``bf16`` become ``fp32`` (with a notice) where the CPU lacks their
-    instructions. The weights are read, or built, only when the cache lacks their entry."""
-    weights = weights if isinstance(weights, Weights) else find_weights(weights)
+    instructions. The weights are read, or built, only when the cache lacks their entry.
+
+    A ``target`` of another architecture than this machine's is cross-compiled into a library-only entry
+    (weights are not bound: the library's transforms run only on its own architecture), returned as is.
+    ``artifact``: an artifact directory to use instead: returned as it is if it holds weights; a library-only
+    one (cross-compiled, prebuilt) gets ``weights`` bound to it into a cache entry of its own (refused first,
+    in one line, if this machine cannot run it); ``precision``, ``target`` and ``prebuilt`` do not apply."""
+    if artifact is not None:
+        return _with_weights(Path(artifact).expanduser(), weights, quiet)
     target = target_spec(target)
+    weights = weights if isinstance(weights, Weights) else find_weights(weights)
     if target is None:  # for this CPU: int8 and bf16 only where it computes in them
         precision = precision_here(precision, host_features())
+    if target_arch(target) != host_arch():  # cross-compiled: the library alone, the same for every weights
+        out = cached_artifact_dir(f"library-{library_key(lstm_impl, precision, target)}")
+        return ensure_compiled(
+            out, lambda: load_kmodel(weights), target=target, lstm_impl=lstm_impl, precision=precision, quiet=quiet
+        )
     out = cached_artifact_dir(artifact_key(weights.fingerprint(), lstm_impl, precision, target))
     return ensure_compiled(
         out,
@@ -210,6 +265,26 @@ def ensure_artifact(
         quiet=quiet,
         prebuilt=prebuilt,
     )
+
+
+def _with_weights(artifact: Path, weights, quiet: bool) -> Path:
+    """``artifact`` if it holds weights; else (a library-only artifact) ``weights`` bound to it, into a cache
+    entry named after the weights, the library and this compiler (found there the next time)."""
+    meta = read_meta(artifact)
+    if holds_checkpoint(meta):
+        return artifact
+    check_cpu(meta, artifact)  # another architecture's library is refused before the weights are read
+    weights = weights if isinstance(weights, Weights) else find_weights(weights)
+    entry = cached_artifact_dir(
+        f"{weights.fingerprint()[:24]}-library-{meta['library_sha256'][:16]}-{compiler_fingerprint()}"
+    )
+    if entry.exists() and cached_problem(entry) is None:
+        return entry
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    with _one_compile_at_a_time(entry.parent, quiet):
+        if not entry.exists() or cached_problem(entry) is not None:
+            _bind_into(entry, artifact, lambda: _fitting_checkpoint(weights), weights.fingerprint(), quiet)
+    return entry
 
 
 def _fitting_checkpoint(weights: Weights) -> dict:
@@ -240,10 +315,12 @@ def ensure_compiled(
     the weights bound to an entry of the same library beside ``out``, else (if ``prebuilt`` and ``target`` is
     this machine's CPU) to the best installed prebuilt library, into an entry beside ``out`` named after it
     (returned); else ``make_model()`` compiled for ``target`` into ``out``. Atomic either way; a missing
-    compiler is a one-line ``ArtifactMissingError``."""
+    compiler is a one-line ``ArtifactMissingError``. For a ``target`` of another architecture, nothing is
+    bound (its library cannot run here): ``out`` is the library-only artifact ``compile_kokoro`` makes."""
     if out.exists() and cached_problem(out) is None:
         return out
-    check_runs_here(target)
+    if cross_compiler(target) is not None:  # a missing cross compiler is said before any work
+        checkpoint = None
     out.parent.mkdir(parents=True, exist_ok=True)
     with _one_compile_at_a_time(out.parent, quiet):
         problem = cached_problem(out) if out.exists() else "missing"
@@ -265,27 +342,6 @@ def ensure_compiled(
             raise _no_compiler(found, target)
         _compile_into(out, problem, make_model, target, lstm_impl, precision, weights_fingerprint, quiet)
     return out
-
-
-# LLVM's architecture names for what Python's platform.machine() says.
-_ARCHITECTURES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
-
-
-def check_runs_here(target: dict | None) -> None:
-    """Refuse a target of another architecture, in one line: binding weights, and compiling (which binds
-    the model's own), run the library's weight transforms on this machine. Cross-linking will lift this."""
-    triple = (target or {}).get("mtriple")
-    if not triple:
-        return
-    here = platform.machine().lower()
-    here = _ARCHITECTURES.get(here, here)
-    wanted = str(triple).split("-")[0].lower()
-    if _ARCHITECTURES.get(wanted, wanted) != here:
-        raise InvalidInputError(
-            f"cannot build Kokoro for {triple} on this {here} machine: its weights are transformed by running "
-            f"the compiled library, which needs an {wanted} machine (cross-compiling is not supported yet); "
-            f"compile on an {wanted} machine"
-        )
 
 
 def _target_name(target: dict | None) -> str:

@@ -24,8 +24,10 @@ import numpy as np
 
 from kokoro_tvm_ext import _native  # noqa: F401  (the plugin's packers, which the transforms call whatever the LSTM)
 from kokoro_tvm_ext.model.runtime.artifact import LIBRARY, META, load_checked_meta, write_meta
+from kokoro_tvm_ext.model.runtime.cpu_features import check_cpu
 from kokoro_tvm_ext.model.runtime.tvm_runtime import import_tvm, load_vm
 from kokoro_tvm_ext.model.runtime.weights import WEIGHTS, load_weights, write_weights
+from kokoro_tvm_ext.model.spec import TOKEN_TABLES
 from kokoro_tvm_ext.support.cache import atomic_directory
 from kokoro_tvm_ext.support.errors import ArtifactCorruptError, CheckpointMismatchError
 
@@ -88,6 +90,21 @@ def transformed_weights(vm, tvm, inputs: dict, constants: dict, state: dict) -> 
     return weights
 
 
+def find_token_embeddings(weights: dict, tables: list[np.ndarray]) -> list:
+    """Where ``tables`` (the token embeddings, which token ids index) are among an artifact's ``weights``
+    (function -> tensors), as ``[function, number]``: the runtime bounds token ids by their rows."""
+    found = []
+    for name, tensors in sorted(weights.items()):
+        for number, tensor in enumerate(tensors):
+            shape, dtype = tuple(int(d) for d in tensor.shape), str(tensor.dtype)
+            candidates = [t for t in tables if t.shape == shape and str(t.dtype) == dtype]
+            if candidates and any(np.array_equal(tensor.numpy(), table) for table in candidates):
+                found.append([name, number])
+    if not found:
+        raise RuntimeError("the token embeddings are not among the weights (were they folded away?)")
+    return found
+
+
 def library_constants(meta: dict, mapped: dict) -> dict[str, list]:
     """The lifted constants of each function of an artifact (``mapped``: its weights, from ``load_weights``):
     a function's list without the leading checkpoint weights."""
@@ -105,10 +122,16 @@ def bind_checkpoint(base: Path, state: dict, out: Path, weights_fingerprint: str
     meta = load_checked_meta(base)
     if not meta["checkpoint_inputs"]:
         raise ArtifactCorruptError(f"{base} was compiled with its weights built in; it cannot take another checkpoint")
+    check_cpu(meta, base)  # the transforms are the library's code: another architecture's is refused first
 
     vm = load_vm(base / LIBRARY, tvm)
     constants = library_constants(meta, load_weights(base / WEIGHTS, meta["weights_index"], tvm))
     weights = transformed_weights(vm, tvm, meta["checkpoint_inputs"], constants, state)
+    fields = {}
+    if not meta["token_embeddings"]:  # a library cross-compiled without running its transforms: found now
+        fields["token_embeddings"] = find_token_embeddings(
+            weights, [np.asarray(state[name], np.float32) for name in TOKEN_TABLES]
+        )
     return write_artifact(
         out,
         base,
@@ -116,6 +139,7 @@ def bind_checkpoint(base: Path, state: dict, out: Path, weights_fingerprint: str
         meta,
         weights_fingerprint=weights_fingerprint,
         checkpoint_weights={f: len(weights[f]) - len(constants.get(f, [])) for f in meta["checkpoint_inputs"]},
+        **fields,
     )
 
 

@@ -5,11 +5,17 @@ T) and the audio stage (symbolic frame count F), import both through our
 converters, merge them into one IRModule (entries ``text_stage`` and
 ``audio_stage``), compile with the plugin's CPU pipeline, and write
 ``kokoro.so`` + ``weights.bin`` + ``meta.json`` atomically.
+
+For another architecture than this machine's (an aarch64 CPU compiled for on x86-64), the library is
+linked by that architecture's cross compiler (Debian's ``aarch64-linux-gnu-gcc``) and cannot run here:
+its weight transforms are not run, and the artifact is library-only (``checkpoint_weights`` all 0, as
+``model/prebuilt.library_only`` makes), its weights bound on the target machine by ``ensure_artifact``.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -18,13 +24,17 @@ from pathlib import Path
 import numpy as np
 
 from kokoro_tvm_ext import _native
-from kokoro_tvm_ext.model.binding import function_inputs, transformed_weights
+from kokoro_tvm_ext.model.binding import find_token_embeddings, function_inputs, transformed_weights
 from kokoro_tvm_ext.model.runtime.artifact import LIBRARY, META, write_meta
-from kokoro_tvm_ext.model.runtime.cpu_features import target_features
+from kokoro_tvm_ext.model.runtime.cpu_features import host_arch, target_arch, target_features
 from kokoro_tvm_ext.model.runtime.tvm_runtime import compiler_available
 from kokoro_tvm_ext.model.runtime.weights import WEIGHTS, write_weights
-from kokoro_tvm_ext.model.spec import MAX_TOKENS, SAMPLE_RATE
+from kokoro_tvm_ext.model.spec import MAX_TOKENS, SAMPLE_RATE, TOKEN_TABLES
 from kokoro_tvm_ext.plugin.native_log import quiet_harmless_warnings
+from kokoro_tvm_ext.support.errors import InvalidInputError, MissingAssetError
+
+# The C compiler that links a library for another architecture, and the Debian package that installs it.
+CROSS_COMPILERS = {"aarch64": ("aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu")}
 
 
 class _Progress:
@@ -36,28 +46,6 @@ class _Progress:
         self.step += 1
         elapsed = time.perf_counter() - self.start
         print(f"[{self.step}/{self.total}] {message} (t={elapsed:.0f}s)", file=self.stream, flush=True)
-
-
-def _token_embeddings(model, lifted: dict) -> list:
-    """Where the tables that token ids index (ALBERT's and the text encoder's) are among the lifted
-    weights, as ``[function, number]``: the runtime bounds token ids by their rows."""
-
-    tables = [model.bert.embeddings.word_embeddings.weight, model.text_encoder.embedding.weight]
-    tables = [t.detach().cpu().numpy() for t in tables]
-    found = [
-        [name, number]
-        for name, tensors in sorted(lifted.items())
-        for number, tensor in enumerate(tensors)
-        if any(
-            tuple(tensor.shape) == table.shape
-            and str(tensor.dtype) == str(table.dtype)
-            and np.array_equal(tensor.numpy(), table)
-            for table in tables
-        )
-    ]
-    if not found:
-        raise RuntimeError("the token embeddings are not among the lifted weights (were they folded away?)")
-    return found
 
 
 def _checkpoint_inputs(stages: dict, state: dict) -> dict:
@@ -114,6 +102,28 @@ def _import_with_weights_as_parameters(ep, lstm_impl: str):
     mod = from_exported_program(ep, lstm_impl=lstm_impl, keep_params_as_input=True)
     mod["main"] = mod["main"].without_attr("params")
     return mod
+
+
+def cross_compiler(target: dict | None) -> str | None:
+    """The cross compiler that links a library for ``target`` (a TVM target dict; None: this machine), found on
+    PATH; None where the target is of this machine's architecture. A missing one, or an architecture without
+    one, is a one-line error naming what to install. Needs no TVM."""
+    arch, here = target_arch(target), host_arch()
+    if arch == here:
+        return None
+    if arch not in CROSS_COMPILERS:
+        raise InvalidInputError(
+            f"cannot compile Kokoro for {arch} on this {here} machine: cross-compiling links for "
+            f"{', '.join(CROSS_COMPILERS)} only; compile on an {arch} machine"
+        )
+    compiler, package = CROSS_COMPILERS[arch]
+    found = shutil.which(compiler)
+    if found is None:
+        raise MissingAssetError(
+            f"compiling Kokoro for {arch} on this {here} machine needs the cross compiler {compiler}, not found "
+            f"on PATH: apt-get install {package}"
+        )
+    return found
 
 
 def default_target() -> dict:
@@ -177,6 +187,8 @@ def compile_kokoro(
     check_precision(precision)
     out_dir = Path(out_dir)
     target = target or default_target()
+    arch = target_arch(target)
+    linker = cross_compiler(target)  # before the long steps: a missing one is said at once
     step = _Progress(6, open(os.devnull, "w") if quiet else sys.stderr)
     model = model.eval()
     started = time.perf_counter()
@@ -207,17 +219,31 @@ def compile_kokoro(
         exe = tvm.compile(
             mod, target=tvm_target, relax_pipeline=cpu_pipeline(tvm_target, precision=precision, weights=constants)
         )
-    step(f"writing {out_dir / LIBRARY} and {WEIGHTS} (this model's weights, transformed by the library)")
     _check_no_weight_is_baked_in(constants, state)
-    vm = tvm.runtime.vm.VirtualMachine(exe, tvm.cpu())
-    weights = transformed_weights(vm, tvm, checkpoint_inputs, constants, state)
+    if linker is None:
+        step(f"writing {out_dir / LIBRARY} and {WEIGHTS} (this model's weights, transformed by the library)")
+        vm = tvm.runtime.vm.VirtualMachine(exe, tvm.cpu())
+        weights = transformed_weights(vm, tvm, checkpoint_inputs, constants, state)
+        token_embeddings = find_token_embeddings(weights, [state[name] for name in TOKEN_TABLES])
+        checkpoint_weights = {f: len(weights[f]) - len(constants.get(f, [])) for f in checkpoint_inputs}
+        fcompile = None
+    else:  # the library cannot run here: no transforms, no weights; they are bound on an `arch` machine
+        step(f"writing {out_dir / LIBRARY} for {arch} (linked by {linker}), without weights")
+        weights = {**{f: [] for f in checkpoint_inputs}, **{f: list(v) for f, v in constants.items()}}
+        token_embeddings = []  # found when weights are bound (model/binding.py)
+        checkpoint_weights = {f: 0 for f in checkpoint_inputs}
+        weights_fingerprint = None
+        from tvm.support import cc
+
+        # libm after the objects (TVM puts options before them), as g++ links it for this machine's library
+        fcompile = cc.cross_compiler(linker, add_files=["-lm"])
     out_dir.mkdir(parents=True, exist_ok=True)
     # meta.json goes first and comes back last, so an interrupted write leaves an
     # artifact that reads as missing, never an old meta.json beside a new library.
     (out_dir / META).unlink(missing_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
         with quiet_harmless_warnings(step.stream, count_hidden=False):
-            exe.export_library(str(Path(tmp) / LIBRARY))
+            exe.export_library(str(Path(tmp) / LIBRARY), fcompile=fcompile)
         weights_index = write_weights(Path(tmp) / WEIGHTS, weights)
         for name in (LIBRARY, WEIGHTS):
             os.replace(Path(tmp) / name, out_dir / name)
@@ -228,6 +254,7 @@ def compile_kokoro(
             "kokoro_tvm_ext": _native.__version__,
             "tvm": tvm.__version__,
             "target": target,
+            "arch": arch,
             "cpu_features": target_features(tvm_target),
             "lstm_impl": lstm_impl,
             "precision": precision,
@@ -240,8 +267,8 @@ def compile_kokoro(
             "weights_fingerprint": weights_fingerprint,
             "weights_index": weights_index,
             "checkpoint_inputs": checkpoint_inputs,
-            "checkpoint_weights": {f: len(weights[f]) - len(constants.get(f, [])) for f in checkpoint_inputs},
-            "token_embeddings": _token_embeddings(model, weights),
+            "checkpoint_weights": checkpoint_weights,
+            "token_embeddings": token_embeddings,
             "compile_seconds": round(time.perf_counter() - started, 1),
         },
     )

@@ -19,10 +19,10 @@ from pathlib import Path
 from kokoro_tvm_ext import _native
 from kokoro_tvm_ext.model.binding import library_constants, write_artifact
 from kokoro_tvm_ext.model.runtime.artifact import LIBRARY, load_checked_meta, read_meta
-from kokoro_tvm_ext.model.runtime.cpu_features import check_cpu, host_features
+from kokoro_tvm_ext.model.runtime.cpu_features import artifact_arch, described, host_arch, missing_features
 from kokoro_tvm_ext.model.runtime.tvm_runtime import import_tvm
 from kokoro_tvm_ext.model.runtime.weights import WEIGHTS, load_weights
-from kokoro_tvm_ext.support.errors import ArtifactCorruptError, ArtifactError, UnsupportedCPUError
+from kokoro_tvm_ext.support.errors import ArtifactCorruptError, ArtifactError
 from kokoro_tvm_ext.support.versions import installed_versions
 
 PACKAGE = "kokoro_tvm_ext_artifacts"  # the companion wheel's import name
@@ -86,17 +86,12 @@ def _problem(directory: Path, meta: dict, lstm_impl: str, precision: str) -> str
             f"built for kokoro-tvm-ext {meta['kokoro_tvm_ext']} on TVM {meta['tvm']}, this is {_native.__version__} on "
             f"TVM {tvm} (install {DISTRIBUTION}=={_native.__version__})"
         )
-    try:
-        check_cpu(meta, directory)
-    except UnsupportedCPUError:
-        missing = sorted(set(meta["cpu_features"]) - _host_features())
+    if artifact_arch(meta) != host_arch():
+        return f"compiled for {described(meta)}, this machine is {host_arch()}"
+    missing = missing_features(meta)
+    if missing:
         return f"needs {', '.join(missing)}, which this CPU lacks"
     return None
-
-
-def _host_features() -> set[str]:
-
-    return host_features() or set()
 
 
 def best_prebuilt(lstm_impl: str = "plugin", precision: str = "fp32", candidates=None) -> Prebuilt:

@@ -23,6 +23,8 @@ MAX_TOKENS = CONTEXT - BOUNDARY_IDS  # phoneme tokens per call: 510
 HARMONICS = 9  # sine harmonics of the decoder's source (its noise inputs' second axis)
 STYLE_DIM = 256  # a style vector: 128 for the decoder, then 128 for prosody
 VOICE_PACK_ROWS = MAX_TOKENS  # a voice pack has one style row per token count 1..510
+# The tables token ids index (ALBERT's and the text encoder's), by their names in KModel's state_dict.
+TOKEN_TABLES = ("bert.embeddings.word_embeddings.weight", "text_encoder.embedding.weight")
 
 
 def add_boundary_ids(tokens) -> np.ndarray:

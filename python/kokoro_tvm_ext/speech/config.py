@@ -26,8 +26,10 @@ BACKENDS = ("tvm", "torch")
 class SpeakerConfig:
     """The model a Speaker runs and what it reads text with.
 
-    - ``artifact``: a compiled artifact directory; None: the cached artifact for ``weights``, ``precision`` and
-      ``target`` (bound to a compiled library in seconds, or compiled once);
+    - ``artifact``: a compiled artifact directory (a library-only one, such as ``kokoro-tvm compile --target``
+      makes for another machine, gets ``weights`` bound to it into the cache on first use); None: the cached
+      artifact for ``weights``, ``precision`` and ``target`` (bound to a compiled library in seconds, or
+      compiled once);
     - ``weights``: a Kokoro-82M checkpoint (``.safetensors`` or ``.pth``); None: ``$KOKORO_TVM_WEIGHTS``, the
       HuggingFace cache, else the offline rebuild;
     - ``precision``: ``fp32``, ``bf16`` or ``int8`` (see ``kokoro-tvm say --help``);
@@ -80,12 +82,17 @@ class SpeakerConfig:
 
     def resolved(self, *, quiet: bool = False) -> SpeakerConfig:
         """This config with ``artifact`` found (for the ``tvm`` backend): the cached artifact for the weights,
-        bound or compiled on first use. What a driver ships to workers that must open the same artifact."""
+        bound or compiled on first use; a given library-only ``artifact`` (cross-compiled for this machine, or
+        prebuilt) with the weights bound to it, into the cache. What a driver ships to workers that must open
+        the same artifact."""
         self.check()
-        if self.backend != "tvm" or self.artifact is not None:
+        if self.backend != "tvm":
             return self
+        if self.artifact is not None:
+            given = Path(self.artifact).expanduser()
+            artifact = ensure_artifact(self.weights, artifact=given, quiet=quiet)
+            return self if artifact == given else replace(self, artifact=artifact)
         self._start_threads()  # a compile runs on them too
-
         artifact = ensure_artifact(self.weights, precision=self.precision, target=self.target, quiet=quiet)
         return replace(self, artifact=Path(artifact))
 
@@ -96,7 +103,6 @@ class SpeakerConfig:
             from kokoro_tvm_ext.model.adapters.reference import TorchKokoro
 
             return TorchKokoro(load_kmodel(self.weights), num_threads=self.threads)
-
         return KokoroTVM(Path(self.resolved(quiet=quiet).artifact).expanduser())
 
     def _start_threads(self) -> None:

@@ -107,10 +107,8 @@ def _is_target(value) -> bool:
 
 
 def _is_embedding_list(value) -> bool:
-    return (
-        isinstance(value, list)
-        and len(value) > 0
-        and all(isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) and _is_int(e[1]) for e in value)
+    return isinstance(value, list) and all(
+        isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) and _is_int(e[1]) for e in value
     )
 
 
@@ -136,7 +134,14 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 _TEXT = (lambda v: isinstance(v, str) and v != ""), "a non-empty string"
 _HEX = (lambda v: isinstance(v, str) and _SHA256.fullmatch(v) is not None), "a sha256 (64 hex digits)"
 # Every field of meta.json but format_version (checked first, to tell an older artifact apart).
+# Fields an artifact may lack, and what their absence means: ``arch`` came with cross-compiling, and every
+# artifact written before it was compiled for x86_64.
+OPTIONAL = {"arch": "x86_64"}
 FIELDS = {
+    "arch": (
+        (lambda v: isinstance(v, str) and re.fullmatch(r"[a-z0-9_]+", v) is not None),
+        "an architecture name (x86_64, aarch64)",
+    ),
     "kokoro_tvm_ext": _TEXT,
     "tvm": _TEXT,
     "target": (_is_target, "an LLVM target (an object with a 'kind', or a string)"),
@@ -154,7 +159,7 @@ FIELDS = {
     "harmonics": _int(1),
     "weights_fingerprint": ((lambda v: v is None or _TEXT[0](v)), "a non-empty string or null"),
     "weights_index": ((lambda v: isinstance(v, dict)), "an object: function name -> its weights"),
-    "token_embeddings": (_is_embedding_list, "a non-empty list of [function, weight number]"),
+    "token_embeddings": (_is_embedding_list, "a list of [function, weight number]"),
     "checkpoint_inputs": (_is_checkpoint_inputs, "an object: function -> [[state-dict names], shape, dtype] list"),
     "checkpoint_weights": (
         lambda v: isinstance(v, dict) and all(_is_int(n) and n >= 0 for n in v.values()),
@@ -181,6 +186,8 @@ def _check_fields(path: Path, meta: dict) -> None:
         raise ArtifactCorruptError(f"{path}: {problem}; {RECOMPILE_HINT}")
 
     for field, (valid, wanted) in FIELDS.items():
+        if field not in meta and field in OPTIONAL:
+            continue
         if field not in meta:
             refuse(f"{field} is missing")
         if not valid(meta[field]):
@@ -203,6 +210,8 @@ def _check_fields(path: Path, meta: dict) -> None:
             refuse(f"checkpoint_weights gives {function!r} {count} weights, weights_index fewer")
     if not holds_checkpoint(meta):  # a library without weights: the embeddings come when one is bound
         return
+    if not meta["token_embeddings"]:
+        refuse("token_embeddings is empty, in an artifact that holds weights")
     for function, number in meta["token_embeddings"]:
         entries = meta["weights_index"].get(function, [])
         if not 0 <= number < len(entries):

@@ -54,17 +54,17 @@ class KokoroTVM:
 
         self.out_dir = Path(out_dir)
         self.meta = load_checked_meta(self.out_dir)  # before dlopen: a damaged library would crash it
+        check_cpu(self.meta, self.out_dir)  # before any of its code can run: the architecture, then features
         if not holds_checkpoint(self.meta):
             raise ArtifactMissingError(
-                f"{self.out_dir} holds a compiled library but no weights (a prebuilt library); bind a checkpoint "
-                "to it (kokoro_tvm_ext.model.binding.bind_checkpoint), or let `kokoro-tvm say` bind the "
-                "default weights to it"
+                f"{self.out_dir} holds a compiled library but no weights (a prebuilt or cross-compiled library); "
+                "bind a checkpoint to it (kokoro_tvm_ext.model.binding.bind_checkpoint), or let `kokoro-tvm say "
+                "--artifact DIR` bind the default weights to it"
             )
         if self.meta["tvm"] != tvm.__version__:
             raise ArtifactCorruptError(
                 f"{self.out_dir} was compiled with TVM {self.meta['tvm']}, this is TVM {tvm.__version__}; compile again"
             )
-        check_cpu(self.meta, self.out_dir)  # before any of its code can run
         self._vm = load_vm(self.out_dir / LIBRARY, tvm, allocator)
         # Each function's weights, passed after its inputs (mapped from weights.bin, not copied).
         self._weights = load_weights(self.out_dir / WEIGHTS, self.meta["weights_index"], tvm)
