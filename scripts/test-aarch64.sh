@@ -50,12 +50,7 @@ echo "==> clippy -D warnings for $TARGET (code behind cfg(target_arch = \"aarch6
 cross clippy -p tvm-ext --release --locked --target "$TARGET" --all-targets --quiet -- -D warnings
 echo "==> building the tvm-ext tests for $TARGET ($("$RUSTC_AARCH64" --version))"
 binary=$(cross test -p tvm-ext --release --locked --target "$TARGET" --no-run --message-format=json |
-    python3 -c '
-import json, sys
-for line in sys.stdin:
-    msg = json.loads(line)
-    if msg.get("reason") == "compiler-artifact" and msg["profile"]["test"] and msg.get("executable"):
-        print(msg["executable"])')
+    python3 scripts/test_binary.py)
 if [ -z "$binary" ]; then
     echo "error: cargo built no aarch64 test binary for tvm-ext" >&2
     exit 1

@@ -23,12 +23,7 @@ esac
 
 # The test binary of the tvm-ext crate, built as `cargo test --release` builds it.
 binary=$(cargo test -p tvm-ext --release --no-run --message-format=json 2>/dev/null |
-    python3 -c '
-import json, sys
-for line in sys.stdin:
-    msg = json.loads(line)
-    if msg.get("reason") == "compiler-artifact" and msg["profile"]["test"] and msg.get("executable"):
-        print(msg["executable"])')
+    python3 scripts/test_binary.py)
 if [ -z "$binary" ]; then
     echo "error: cargo built no test binary for tvm-ext (run cargo test -p tvm-ext --release)" >&2
     exit 1
