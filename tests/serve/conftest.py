@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -108,6 +109,36 @@ def tcp_address_in_log(log_path: Path, after: str) -> tuple[str, int]:
     address = log_path.read_text().split(f"{after} tcp://")[1].split()[0]
     host, port = address.rsplit(":", 1)
     return host, int(port)
+
+
+@contextlib.contextmanager
+def running_wyoming(artifact: Path, log_path: Path, *options: str):
+    """`kokoro-tvm wyoming --artifact ARTIFACT --uri tcp://127.0.0.1:0 OPTIONS` in a process of its own, logging to
+    ``log_path``: yields its (host, port) once it listens, and checks on the way out that it is still running and
+    logged no traceback (no user error logs one), then ends it."""
+    import kokoro_tvm_ext
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(kokoro_tvm_ext.__file__).parent.parent), env.get("PYTHONPATH", "")])
+    command = [sys.executable, "-m", "kokoro_tvm_ext.cli", "wyoming", "--artifact", str(artifact)]
+    command += ["--uri", "tcp://127.0.0.1:0", *options]
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        deadline = time.monotonic() + 180
+        while "listening on tcp://" not in log_path.read_text():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"kokoro-tvm wyoming did not start:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.1)
+        yield tcp_address_in_log(log_path, "listening on")
+        assert proc.poll() is None, log_path.read_text()[-3000:]
+        assert "Traceback" not in log_path.read_text(), log_path.read_text()[-3000:]
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 @pytest.fixture(scope="session")

@@ -8,19 +8,16 @@ process. The flag and URI errors are checked without a model.
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 pytest.importorskip("wyoming")
 
-from conftest import tcp_address_in_log  # noqa: E402
+from conftest import running_wyoming  # noqa: E402
 from wyoming.audio import AudioChunk, AudioStart  # noqa: E402
 from wyoming.client import AsyncTcpClient  # noqa: E402
 from wyoming.event import Event, async_read_event  # noqa: E402
@@ -41,31 +38,11 @@ END = ("audio-stop", "error")
 @pytest.fixture(scope="module")
 def wyoming_server(small_artifact, tmp_path_factory):
     """`kokoro-tvm wyoming` on port 0 (the kernel picks a free one; the server prints it): (host, port)."""
-    import kokoro_tvm_ext
-
     log_path = tmp_path_factory.mktemp("wyoming") / "server.log"
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(kokoro_tvm_ext.__file__).parent.parent), env.get("PYTHONPATH", "")])
-    command = [sys.executable, "-m", "kokoro_tvm_ext.cli", "wyoming", "--artifact", str(small_artifact)]
-    command += ["--uri", "tcp://127.0.0.1:0", "--speed", str(SPEED), "--voice", VOICE]
-    command += ["--max-input-chars", str(MAX_CHARS), "--max-clients", str(MAX_CLIENTS), "--log-level", "info"]
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-    try:
-        deadline = time.monotonic() + 180
-        while "listening on tcp://" not in log_path.read_text():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"kokoro-tvm wyoming did not start:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.1)
-        yield tcp_address_in_log(log_path, "listening on")
-        assert proc.poll() is None, log_path.read_text()[-3000:]
-        assert "Traceback" not in log_path.read_text(), log_path.read_text()[-3000:]  # no user error logs one
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    options = ["--speed", str(SPEED), "--voice", VOICE, "--max-input-chars", str(MAX_CHARS)]
+    options += ["--max-clients", str(MAX_CLIENTS), "--log-level", "info"]
+    with running_wyoming(small_artifact, log_path, *options) as address:
+        yield address
 
 
 @pytest.fixture(scope="module")

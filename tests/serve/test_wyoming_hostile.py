@@ -12,19 +12,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
-import os
 import socket
-import subprocess
-import sys
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 pytest.importorskip("wyoming")
 
-from conftest import tcp_address_in_log  # noqa: E402
+from conftest import running_wyoming  # noqa: E402
 from fakes import FakeSpeaker  # noqa: E402
 from wyoming.client import AsyncTcpClient  # noqa: E402
 from wyoming.event import Event, async_read_event, write_event  # noqa: E402
@@ -301,29 +297,10 @@ def test_a_stream_of_many_sentences_is_planned_a_few_ahead_of_its_audio():
 @pytest.fixture(scope="module")
 def hostile_server(small_artifact, tmp_path_factory):
     """`kokoro-tvm wyoming` with a 2 s idle timeout and two clients at most: ((host, port), its log)."""
-    import kokoro_tvm_ext
-
     log_path = tmp_path_factory.mktemp("wyoming-hostile") / "server.log"
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(kokoro_tvm_ext.__file__).parent.parent), env.get("PYTHONPATH", "")])
-    command = [sys.executable, "-m", "kokoro_tvm_ext.cli", "wyoming", "--artifact", str(small_artifact)]
-    command += ["--uri", "tcp://127.0.0.1:0", "--idle-timeout", "2", "--max-clients", "2", "--log-level", "info"]
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-    try:
-        deadline = time.monotonic() + 180
-        while "listening on tcp://" not in log_path.read_text():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"kokoro-tvm wyoming did not start:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.1)
-        yield tcp_address_in_log(log_path, "listening on"), log_path
-        assert proc.poll() is None, log_path.read_text()[-3000:]
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    options = ["--idle-timeout", "2", "--max-clients", "2", "--log-level", "info"]
+    with running_wyoming(small_artifact, log_path, *options) as address:
+        yield address, log_path
     log = log_path.read_text()
     assert "Traceback" not in log and "exception" not in log.lower(), log[-3000:]
 
