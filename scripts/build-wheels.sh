@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Build the release artifacts into dist/ (or the directory given as $1):
 #   kokoro_tvm_ext-<version>-cp310-abi3-manylinux_2_28_x86_64.whl  (Python >= 3.10, one wheel)
+#   kokoro_tvm_ext-<version>-cp310-abi3-manylinux_2_28_aarch64.whl (the same for ARM64, cross-built here with zig
+#       and Debian's rustc-web where scripts/install-aarch64-toolchain.sh installed it; skipped, with a line, else)
 #   kokoro_tvm_ext-<version>.tar.gz                                (sdist: needs cargo to install)
 #   kokoro_tvm_ext_artifacts-<version>-py3-none-manylinux_2_29_x86_64.whl
 #       the companion wheel: Kokoro compiled for portable x86-64 levels, libraries only (no weights),
@@ -62,10 +64,23 @@ echo "==> wheel ($COMPAT, abi3, built with zig)"
 echo "==> sdist"
 "$PYTHON" -m maturin sdist --out "$OUT"
 
-wheel=$(ls "$OUT"/kokoro_tvm_ext-*-abi3-"$COMPAT"_x86_64.whl)
-echo "==> auditwheel show $wheel"
-"$PYTHON" -m auditwheel show "$wheel"
-"$PYTHON" scripts/check_wheel_tag.py "$wheel"
+source scripts/aarch64-env.sh
+missing=$(aarch64_toolchain_missing)
+if [ -z "$missing" ]; then
+    echo "==> wheel for aarch64 ($COMPAT, abi3, cross-built with zig and Debian's rustc)"
+    # zig links against glibc 2.28's symbols; Debian's cross gcc (aarch64_env's linker) would take this glibc's.
+    (aarch64_env && unset CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER &&
+        "$PYTHON" -m maturin build --release --zig --compatibility "$COMPAT" --auditwheel skip \
+            --target "$AARCH64_TARGET" --out "$OUT")
+else
+    echo "==> no aarch64 wheel: the aarch64 toolchain is missing ($missing): sudo bash scripts/install-aarch64-toolchain.sh"
+fi
+
+for wheel in "$OUT"/kokoro_tvm_ext-*-abi3-"$COMPAT"_*.whl; do
+    echo "==> auditwheel show $wheel"
+    "$PYTHON" -m auditwheel show "$wheel"
+    "$PYTHON" scripts/check_wheel_tag.py "$wheel"
+done
 if [ -n "$LEVELS" ]; then
     echo "==> prebuilt libraries for $LEVELS (the companion wheel)"
     "$PYTHON" scripts/build_artifacts_wheel.py "$OUT" --levels "$LEVELS"

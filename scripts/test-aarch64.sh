@@ -9,47 +9,21 @@
 # that the toolchain is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RUSTC_AARCH64=${RUSTC_AARCH64:-/usr/bin/rustc}
-CARGO_AARCH64=${CARGO_AARCH64:-/usr/bin/cargo}
-missing=()
-for tool in "$RUSTC_AARCH64" "$CARGO_AARCH64" aarch64-linux-gnu-gcc qemu-aarch64; do
-    command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
-done
-if [ ! -e /lib/ld-linux-aarch64.so.1 ] || ! "$RUSTC_AARCH64" --print target-libdir --target aarch64-unknown-linux-gnu >/dev/null 2>&1; then
-    missing+=("libc6:arm64 / libstd-rust-web-dev:arm64")
-fi
-if [ ${#missing[@]} -gt 0 ]; then
-    echo "error: the aarch64 toolchain is missing (${missing[*]}): sudo bash scripts/install-aarch64-toolchain.sh" >&2
+source scripts/aarch64-env.sh
+missing=$(aarch64_toolchain_missing)
+if [ -n "$missing" ]; then
+    echo "error: the aarch64 toolchain is missing ($missing): sudo bash scripts/install-aarch64-toolchain.sh" >&2
     exit 1
 fi
 if [ "${1:-}" = --check ]; then  # scripts/test.sh asks whether the tier can run here
     exit 0
 fi
-TARGET=aarch64-unknown-linux-gnu
-DEPS=target/aarch64-deps
-FFI_VERSION=$(python3 -c 'import re,sys; print(re.search(r"apache-tvm-ffi==([^\"]+)", open("pyproject.toml").read()).group(1))')
-
-# libtvm_ffi.so for aarch64, and a tvm-ffi-config that names its directory to the crates' build scripts.
-if [ ! -f "$DEPS/ffi/tvm_ffi/lib/libtvm_ffi.so" ]; then
-    mkdir -p "$DEPS/wheels"
-    python3 -m pip download -q --no-deps --only-binary=:all: --platform manylinux_2_28_aarch64 \
-        --python-version 3.11 -d "$DEPS/wheels" "apache-tvm-ffi==$FFI_VERSION"
-    rm -rf "$DEPS/ffi" && mkdir -p "$DEPS/ffi"
-    python3 -m zipfile -e "$DEPS"/wheels/apache_tvm_ffi-*aarch64*.whl "$DEPS/ffi"
-fi
-mkdir -p "$DEPS/bin"
-printf '#!/bin/sh\n[ "$1" = --libdir ] && exec echo %s\necho "tvm-ffi-config (aarch64 shim): only --libdir" >&2; exit 1\n' \
-    "$PWD/$DEPS/ffi/tvm_ffi/lib" >"$DEPS/bin/tvm-ffi-config"
-chmod +x "$DEPS/bin/tvm-ffi-config"
-
-cross() {
-    PATH="$PWD/$DEPS/bin:/usr/bin:$PATH" RUSTC="$RUSTC_AARCH64" CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
-        "$CARGO_AARCH64" "$@"
-}
+aarch64_env  # Debian's cargo and rustc first on PATH, the aarch64 libtvm_ffi.so
+TARGET=$AARCH64_TARGET
 echo "==> clippy -D warnings for $TARGET (code behind cfg(target_arch = \"aarch64\") that x86's clippy never sees)"
-cross clippy -p tvm-ext --release --locked --target "$TARGET" --all-targets --quiet -- -D warnings
-echo "==> building the tvm-ext tests for $TARGET ($("$RUSTC_AARCH64" --version))"
-binary=$(cross test -p tvm-ext --release --locked --target "$TARGET" --no-run --message-format=json |
+cargo clippy -p tvm-ext --release --locked --target "$TARGET" --all-targets --quiet -- -D warnings
+echo "==> building the tvm-ext tests for $TARGET ($(rustc --version))"
+binary=$(cargo test -p tvm-ext --release --locked --target "$TARGET" --no-run --message-format=json |
     python3 scripts/test_binary.py)
 if [ -z "$binary" ]; then
     echo "error: cargo built no aarch64 test binary for tvm-ext" >&2

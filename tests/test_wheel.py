@@ -15,7 +15,10 @@ The companion wheel is built here from the session's ``small_artifact`` (compile
 this CPU) rather than by the release script, which compiles the portable levels
 (minutes each): the packing is the same (scripts/build_artifacts_wheel.py).
 
-Costs: the zig release build (about 1.5 min warm, 2.5 min cold on 2 cores), the
+Where the aarch64 toolchain is installed (scripts/install-aarch64-toolchain.sh; CI does), the release script also
+cross-builds the aarch64 wheel: its tag, its code's architecture and pip's refusal of it here are checked.
+
+Costs: the zig release build (about 1.5 min warm, 2.5 min cold on 2 cores; the aarch64 one ~1 min more), the
 shared random-weights artifact (tests/conftest.py), and the sdist build, which
 reuses the repo's cargo target dir so only our two crates compile (about 1 min).
 Installs go through uv.
@@ -87,8 +90,17 @@ def dist(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def wheel(dist) -> Path:
-    (built,) = dist.glob("*.whl")
+    (built,) = dist.glob("*_x86_64.whl")
     return built
+
+
+@pytest.fixture(scope="module")
+def arm_wheel(dist) -> Path:
+    """The aarch64 wheel, cross-built where scripts/install-aarch64-toolchain.sh installed the toolchain."""
+    built = list(dist.glob("*_aarch64.whl"))
+    if not built:
+        pytest.skip("no aarch64 toolchain here: sudo bash scripts/install-aarch64-toolchain.sh")
+    return built[0]
 
 
 @pytest.fixture(scope="module")
@@ -162,6 +174,32 @@ def test_auditwheel_agrees_with_the_tag_but_for_libtvm_ffi(wheel):
     glibc = {v for versions in report["versioned_symbols"].values() for v in versions if v.startswith("GLIBC_")}
     newest = max(tuple(map(int, v[len("GLIBC_") :].split("."))) for v in glibc)
     assert newest <= (2, 28), sorted(glibc)
+
+
+def test_the_aarch64_wheel_is_an_abi3_manylinux_2_28_wheel_of_aarch64_code(arm_wheel):
+    """The same package for ARM64: tagged as PyPI accepts it, its extension an aarch64 ELF that links glibc 2.28's
+    symbols at most (auditwheel reads ELF of any architecture) and leaves libtvm_ffi to apache-tvm-ffi's wheel."""
+    assert re.fullmatch(r"kokoro_tvm_ext-[\w.]+-cp310-abi3-manylinux_2_28_aarch64\.whl", arm_wheel.name)
+    with zipfile.ZipFile(arm_wheel) as z:
+        (native,) = [n for n in z.namelist() if n.startswith("kokoro_tvm_ext/_native")]
+        header = z.read(native)[:20]
+        assert not [n for n in z.namelist() if "libtvm_ffi" in n]
+    assert header[:4] == b"\x7fELF" and int.from_bytes(header[18:20], "little") == 183  # EM_AARCH64
+    check = _run([sys.executable, ROOT / "scripts" / "check_wheel_tag.py", arm_wheel])
+    assert check.stdout.startswith("ok:"), check.stdout
+
+
+def test_pip_refuses_a_wheel_of_the_other_architecture(arm_wheel, tmp_path):
+    """On this x86-64 machine pip says the aarch64 wheel is not for it, in one line: nothing is installed, and
+    nothing crashes on an illegal instruction."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--target", tmp_path / "site", arm_wheel],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode != 0
+    assert f"{arm_wheel.name} is not a supported wheel on this platform" in result.stderr, result.stderr
+    assert not (tmp_path / "site" / "kokoro_tvm_ext").exists()
 
 
 def test_wheel_runs_in_a_bare_venv_with_its_runtime_dependencies_only(bare_venv):
