@@ -4,15 +4,16 @@
 #   kokoro_tvm_ext-<version>-cp310-abi3-manylinux_2_28_aarch64.whl (the same for ARM64, cross-built here with zig
 #       and Debian's rustc-web where scripts/install-aarch64-toolchain.sh installed it; skipped, with a line, else)
 #   kokoro_tvm_ext-<version>.tar.gz                                (sdist: needs cargo to install)
-#   kokoro_tvm_ext_artifacts-<version>-py3-none-manylinux_2_29_x86_64.whl
-#       the companion wheel: Kokoro compiled for portable x86-64 levels, libraries only (no weights),
+#   kokoro_tvm_ext_artifacts-<version>-py3-none-manylinux_2_29_x86_64.whl (and ..._aarch64.whl)
+#       the companion wheels: Kokoro compiled for portable CPU levels, libraries only (no weights),
 #       which `kokoro-tvm say` binds the weights to when this machine has compiled none of its own
-#       (scripts/build_artifacts_wheel.py; the tag is the glibc the libraries link against)
+#       (scripts/build_artifacts_wheel.py; the tag is the architecture and the glibc the libraries link against)
 # then check the wheel's tag with PyPI's auditwheel.
 #
-# KOKORO_TVM_PREBUILT_LEVELS: the LLVM CPUs compiled for the companion wheel, comma-separated
-# (default x86-64-v3,x86-64-v4: AVX2+FMA and AVX-512); empty: no companion wheel. Each level is a
-# compile (1-3 min on 2 cores), kept in the user cache until the compiler's sources change.
+# KOKORO_TVM_PREBUILT_LEVELS: the LLVM CPUs compiled for the companion wheels, comma-separated
+# (default x86-64-v3,x86-64-v4: AVX2+FMA and AVX-512, and where the aarch64 toolchain is installed
+# cortex-a72,cortex-a76: the Raspberry Pi 4 and Pi 5 / Neoverse N1 levels); empty: no companion wheel.
+# Each level is a compile (1-3 min on 2 cores), kept in the user cache until the compiler's sources change.
 #
 # manylinux_2_28 because our runtime dependency apache-tvm is manylinux_2_28: the wheel
 # cannot install anywhere TVM cannot. zig (PyPI's `ziglang`) links against glibc 2.28's
@@ -38,7 +39,13 @@ fi
 PATH="$(dirname "$("$PYTHON" -c 'import sys; print(sys.executable)')"):$PATH"
 export PATH
 
-LEVELS=${KOKORO_TVM_PREBUILT_LEVELS-x86-64-v3,x86-64-v4}
+source scripts/aarch64-env.sh
+aarch64_missing=$(aarch64_toolchain_missing)
+DEFAULT_LEVELS=x86-64-v3,x86-64-v4
+if [ -z "$aarch64_missing" ]; then  # cross-compiled (a cross gcc links them): with the toolchain only
+    DEFAULT_LEVELS=$DEFAULT_LEVELS,cortex-a72,cortex-a76
+fi
+LEVELS=${KOKORO_TVM_PREBUILT_LEVELS-$DEFAULT_LEVELS}
 modules="maturin ziglang auditwheel tvm_ffi"
 if [ -n "$LEVELS" ]; then modules="$modules wheel torch kokoro kokoro_tvm_ext"; fi
 missing=""
@@ -64,16 +71,14 @@ echo "==> wheel ($COMPAT, abi3, built with zig)"
 echo "==> sdist"
 "$PYTHON" -m maturin sdist --out "$OUT"
 
-source scripts/aarch64-env.sh
-missing=$(aarch64_toolchain_missing)
-if [ -z "$missing" ]; then
+if [ -z "$aarch64_missing" ]; then
     echo "==> wheel for aarch64 ($COMPAT, abi3, cross-built with zig and Debian's rustc)"
     # zig links against glibc 2.28's symbols; Debian's cross gcc (aarch64_env's linker) would take this glibc's.
     (aarch64_env && unset CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER &&
         "$PYTHON" -m maturin build --release --zig --compatibility "$COMPAT" --auditwheel skip \
             --target "$AARCH64_TARGET" --out "$OUT")
 else
-    echo "==> no aarch64 wheel: the aarch64 toolchain is missing ($missing): sudo bash scripts/install-aarch64-toolchain.sh"
+    echo "==> no aarch64 wheel: the aarch64 toolchain is missing ($aarch64_missing): sudo bash scripts/install-aarch64-toolchain.sh"
 fi
 
 for wheel in "$OUT"/kokoro_tvm_ext-*-abi3-"$COMPAT"_*.whl; do

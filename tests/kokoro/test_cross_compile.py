@@ -11,8 +11,13 @@ an x86-64 artifact is refused the same way on an aarch64 machine.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import struct
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -161,3 +166,38 @@ def test_an_x86_artifact_is_refused_on_an_aarch64_machine(small_artifact, tmp_pa
     assert "arch" not in read_meta(older)
     with pytest.raises(UnsupportedCPUError, match=r"was compiled for x86_64 .*; this machine is aarch64"):
         kokoro_tvm_ext.KokoroTVM(older)
+
+
+def test_the_companion_wheel_packs_an_aarch64_level_in_a_wheel_of_its_own(arm_artifact, small_artifact, tmp_path):
+    """scripts/build_artifacts_wheel.py groups levels by architecture: the x86 library and the aarch64 one land in
+    two wheels, each tagged with its architecture (read from the ELF) and glibc, so pip installs each where its
+    library runs, and refuses the other."""
+    root = Path(__file__).resolve().parents[2]
+    level = json.loads((small_artifact / "meta.json").read_text())["target"]["mcpu"]
+    command = [sys.executable, root / "scripts" / "build_artifacts_wheel.py", tmp_path / "dist"]
+    command += ["--artifact", f"{level}={small_artifact}", "--artifact", f"cortex-a76={arm_artifact}"]
+    subprocess.run(command, check=True, capture_output=True)
+    wheels = sorted(p.name for p in (tmp_path / "dist").glob("*.whl"))
+    assert len(wheels) == 2 and re.fullmatch(r".*-py3-none-manylinux_2_\d+_aarch64\.whl", wheels[0]), wheels
+    assert re.fullmatch(r".*-py3-none-manylinux_2_\d+_x86_64\.whl", wheels[1]), wheels
+    with zipfile.ZipFile(tmp_path / "dist" / wheels[0]) as arm:
+        library = arm.read("kokoro_tvm_ext_artifacts/cortex-a76/kokoro.so")
+        assert int.from_bytes(library[18:20], "little") == 183 and not arm.read(
+            "kokoro_tvm_ext_artifacts/cortex-a76/weights.bin"
+        )
+        assert not [n for n in arm.namelist() if n.startswith(f"kokoro_tvm_ext_artifacts/{level}/")]
+    refused = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--target",
+            tmp_path / "site",
+            tmp_path / "dist" / wheels[0],
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert refused.returncode != 0 and "is not a supported wheel on this platform" in refused.stderr, refused.stderr

@@ -29,6 +29,9 @@ PACKAGE = "kokoro_tvm_ext_artifacts"  # the companion wheel's import name
 DISTRIBUTION = "kokoro-tvm-ext-artifacts"
 # The levels the release compiles: LLVM's portable x86-64 CPUs.
 LEVELS = ("x86-64-v3", "x86-64-v4")
+# The aarch64 levels (cross-compiled on x86: scripts/build-wheels.sh): Cortex-A72 (NEON, CRC: the Raspberry Pi 4,
+# and every ARMv8-A server) and Cortex-A76 (dotprod, LSE, RCPC, FP16: the Pi 5, Neoverse N1 and later).
+AARCH64_LEVELS = ("cortex-a72", "cortex-a76")
 
 
 def library_only(artifact: Path, out: Path) -> Path:
