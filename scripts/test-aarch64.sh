@@ -30,10 +30,13 @@ if [ -z "$binary" ]; then
     exit 1
 fi
 
-# (QEMU CPU model, what it stands for, the instruction set the kernels must pick)
-for row in "cortex-a72 Pi-4 Neon" "cortex-a76 Pi-5 Neon" "max,sve=off i8mm+bf16 Neon"; do
+# (QEMU CPU model, what it stands for, the instruction set the kernels must pick, the int8 and the bf16 GEMMs'
+# inner loops: Portable = none (f32 kernels on the unpacked weights), Native = SDOT / BFDOT, Matrix = USMMLA)
+for row in "cortex-a72 Pi-4 Neon Portable Portable" "cortex-a76 Pi-5 Neon Native Portable" \
+    "max,sve=off i8mm+bf16 Neon Matrix Native"; do
     set -- $row
-    echo "==> cargo tests of tvm-ext on an emulated aarch64 $1 ($2; kernels must pick $3)"
+    echo "==> cargo tests of tvm-ext on an emulated aarch64 $1 ($2; kernels must pick $3, int8 $4, bf16 $5)"
     # Each exec starts a new qemu from the environment: QEMU_CPU reaches every process the tests start.
-    QEMU_CPU=$1 TVM_EXT_EXPECT_ISA=$3 qemu-aarch64 "$binary" --test-threads 2 -q
+    QEMU_CPU=$1 TVM_EXT_EXPECT_ISA=$3 TVM_EXT_EXPECT_INT8=$4 TVM_EXT_EXPECT_BF16=$5 \
+        qemu-aarch64 "$binary" --test-threads 2 -q
 done

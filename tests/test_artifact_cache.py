@@ -123,12 +123,13 @@ def test_precision_here_follows_the_cpu_and_the_switches(monkeypatch):
     for var in ("KOKORO_TVM_EXT_NO_VNNI", "KOKORO_TVM_EXT_NO_BF16"):
         monkeypatch.delenv(var, raising=False)
     zen4 = {"avx512f", "avx512vnni", "avx512bf16"}
-    assert [precision_here(p, zen4) for p in ("fp32", "bf16", "int8")] == ["fp32", "bf16", "int8"]
+    x86 = "x86_64"  # the sets are x86's, whatever this machine is (aarch64: tests/test_cpu_features.py)
+    assert [precision_here(p, zen4, x86) for p in ("fp32", "bf16", "int8")] == ["fp32", "bf16", "int8"]
     cascade_lake = {"avx512f", "avx512vnni"}
-    assert [precision_here(p, cascade_lake) for p in ("bf16", "int8")] == ["fp32", "int8"]
-    assert [precision_here(p, None) for p in ("fp32", "bf16", "int8")] == ["fp32"] * 3  # unknown CPU (aarch64 today)
+    assert [precision_here(p, cascade_lake, x86) for p in ("bf16", "int8")] == ["fp32", "int8"]
+    assert [precision_here(p, None, x86) for p in ("fp32", "bf16", "int8")] == ["fp32"] * 3  # features unknown
     monkeypatch.setenv("KOKORO_TVM_EXT_NO_VNNI", "1")
-    assert precision_here("int8", zen4) == "fp32" and precision_here("bf16", zen4) == "bf16"
+    assert precision_here("int8", zen4, x86) == "fp32" and precision_here("bf16", zen4, x86) == "bf16"
 
 
 def test_a_named_target_is_compiled_for_and_keys_its_own_entry(small_artifact, checkpoint, monkeypatch):

@@ -184,8 +184,64 @@ def test_on_aarch64_the_features_come_from_the_auxiliary_vector(tmp_path, monkey
     assert a76.startswith("aarch64-") and a76 == cpu_features.host_cpu_id()
     monkeypatch.setattr(cpu_features, "hwcaps", lambda: (0x8FB, 0))
     assert host_features(cpuinfo) == CORTEX_A72 and cpu_features.host_cpu_id() != a76
-    # int8 and bf16 run as fp32 until their SDOT/BFDOT kernels exist.
-    assert [cpu_features.precision_here(p, CORTEX_A76 | {"i8mm", "bf16"}) for p in ("int8", "bf16")] == ["fp32"] * 2
+    # Here int8 computes with SDOT (USMMLA with i8mm), bf16 with BFDOT.
+    for var in ("KOKORO_TVM_EXT_NO_VNNI", "KOKORO_TVM_EXT_NO_BF16"):
+        monkeypatch.delenv(var, raising=False)
+    assert [cpu_features.precision_here(p, CORTEX_A76 | {"i8mm", "bf16"}) for p in ("int8", "bf16")] == [
+        "int8",
+        "bf16",
+    ]
+
+
+# Hand-written feature sets of ARM machines, as aarch64_features decodes them: a Raspberry Pi 4 (Cortex-A72: no
+# dot products), a Pi 5 (Cortex-A76: dotprod), a Graviton 3 (Neoverse V1: dotprod, i8mm, bf16, SVE).
+PI_4 = CORTEX_A72
+PI_5 = CORTEX_A76
+GRAVITON_3 = CORTEX_A76 | {"fp16fml", "jsconv", "complxnum", "frintts", "sve", "i8mm", "bf16"}
+
+
+@pytest.mark.parametrize(
+    "have, int8, bf16",
+    [
+        (PI_4, "fp32", "fp32"),
+        (PI_5, "int8", "fp32"),
+        (GRAVITON_3, "int8", "bf16"),
+        ({"neon", "i8mm"}, "int8", "fp32"),
+        (None, "fp32", "fp32"),
+    ],
+    ids=["pi4", "pi5", "graviton3", "i8mm-only", "unknown"],
+)
+def test_on_aarch64_int8_needs_dotprod_or_i8mm_and_bf16_needs_bf16(monkeypatch, have, int8, bf16):
+    """As the Rust kernels decide: SDOT with dotprod, USMMLA with i8mm, BFDOT with bf16."""
+    from kokoro_tvm_ext.model.runtime import cpu_features
+
+    for var in ("KOKORO_TVM_EXT_NO_VNNI", "KOKORO_TVM_EXT_NO_BF16"):
+        monkeypatch.delenv(var, raising=False)
+    assert cpu_features.precision_here("int8", have, arch="aarch64") == int8
+    assert cpu_features.int8_native(have, arch="aarch64") == (int8 == "int8")
+    assert cpu_features.precision_here("bf16", have, arch="aarch64") == bf16
+    # x86's features mean nothing there, and the other way round.
+    assert not cpu_features.int8_native({"avx512f", "avx512vnni"}, arch="aarch64")
+    assert not cpu_features.int8_native(PI_5, arch="x86_64")
+    monkeypatch.setenv("KOKORO_TVM_EXT_NO_VNNI", "1")  # one switch per precision on either architecture
+    monkeypatch.setenv("KOKORO_TVM_EXT_NO_BF16", "1")
+    assert [cpu_features.precision_here(p, have, arch="aarch64") for p in ("int8", "bf16")] == ["fp32"] * 2
+
+
+def test_the_arm_notices_name_the_arm_feature(monkeypatch, caplog):
+    from kokoro_tvm_ext.model.runtime import cpu_features
+
+    monkeypatch.delenv("KOKORO_TVM_EXT_NO_VNNI", raising=False)
+    monkeypatch.setattr(cpu_features, "_fallback_noticed", set())
+    monkeypatch.setattr(cpu_features, "_int8_noticed", False)
+    with caplog.at_level("WARNING", logger="kokoro_tvm_ext"):
+        assert cpu_features.precision_here("int8", PI_4, arch="aarch64") == "fp32"
+        cpu_features.notice_int8_fallback(PI_4, arch="aarch64")
+        cpu_features.notice_int8_fallback(PI_5, arch="aarch64")  # native: nothing to say
+    first, second = (r.getMessage() for r in caplog.records)
+    assert "lacks dotprod (SDOT)" in first and "int8 runs as fp32" in first
+    assert "lacks dotprod (SDOT)" in second and "dequantized weights" in second
+    assert "AVX512" not in first + second
 
 
 AUXV_PROGRAM = """#include <stdio.h>

@@ -164,10 +164,10 @@ def test_the_fallback_notice_is_one_line_once_per_process(caplog, monkeypatch):
     from kokoro_tvm_ext.model.runtime import cpu_features
 
     monkeypatch.delenv("KOKORO_TVM_EXT_NO_VNNI", raising=False)
-    assert cpu_features.int8_native({"avx512f", "avx512vnni"})
-    assert not cpu_features.int8_native({"avx512f"}) and not cpu_features.int8_native(None)
+    assert cpu_features.int8_native({"avx512f", "avx512vnni"}, arch="x86_64")
+    assert not cpu_features.int8_native({"avx512f"}, "x86_64") and not cpu_features.int8_native(None)
     monkeypatch.setenv("KOKORO_TVM_EXT_NO_VNNI", "1")
-    assert not cpu_features.int8_native({"avx512f", "avx512vnni"})
+    assert not cpu_features.int8_native({"avx512f", "avx512vnni"}, arch="x86_64")
     monkeypatch.setattr(cpu_features, "_int8_noticed", False)
     with caplog.at_level("WARNING", logger="kokoro_tvm_ext"):
         cpu_features.check_cpu({"cpu_features": [], "precision": "int8"}, "an artifact")

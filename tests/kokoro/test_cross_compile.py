@@ -46,16 +46,8 @@ if cpu_features.host_arch() != "x86_64":
 
 
 @pytest.fixture(scope="module")
-def arm_artifact(kokoro_model):
-    """The session model cross-compiled for cortex-a76, kept in the user cache under ``test-artifacts/`` like
-    ``small_artifact`` (keyed by the compiler sources and the target, so later runs reuse it)."""
-    if shutil.which("aarch64-linux-gnu-gcc") is None:
-        pytest.skip("no aarch64-linux-gnu-gcc (apt-get install gcc-aarch64-linux-gnu)")
-    from kokoro_tvm_ext.support.cache import cache_dir
-
-    target = artifact_cache.target_spec("cortex-a76")
-    out = cache_dir() / "test-artifacts" / f"library-{artifact_cache.library_key(target=target)}"
-    return artifact_cache.ensure_compiled(out, lambda: kokoro_model, target=target, quiet=True)
+def arm_artifact(arm_library):
+    return arm_library
 
 
 def elf_machine(path) -> int:
@@ -201,3 +193,29 @@ def test_the_companion_wheel_packs_an_aarch64_level_in_a_wheel_of_its_own(arm_ar
         text=True,
     )
     assert refused.returncode != 0 and "is not a supported wheel on this platform" in refused.stderr, refused.stderr
+
+
+def test_an_int8_library_cross_compiles_for_a_pi_5(kokoro_model, tmp_path, monkeypatch, capsys):
+    """`kokoro-tvm compile --target cortex-a76 --precision int8`: a named target gets the precision asked, whatever
+    this machine computes in (here its int8 instructions hidden); the Pi decides at load (SDOT with dotprod, else
+    fp32 kernels with a notice). The library calls the int8 kernels. The compile is kept in the user cache, as
+    ``arm_artifact``'s."""
+    if shutil.which("aarch64-linux-gnu-gcc") is None:
+        pytest.skip("no aarch64-linux-gnu-gcc (apt-get install gcc-aarch64-linux-gnu)")
+    from kokoro_tvm_ext.cli import main
+    from kokoro_tvm_ext.support.cache import cache_dir
+
+    monkeypatch.setenv("KOKORO_TVM_CACHE", str(cache_dir() / "test-artifacts" / "cross-int8"))
+    monkeypatch.setenv("KOKORO_TVM_EXT_NO_VNNI", "1")
+    monkeypatch.setattr(artifact_cache, "load_kmodel", lambda weights: kokoro_model)
+    weights = tmp_path / "w.safetensors"
+    weights.write_bytes(b"never read")
+    command = ["compile", "--weights", str(weights), "--target", "cortex-a76", "--precision", "int8"]
+    assert main(command) == 0
+    out = Path(capsys.readouterr().out.strip())
+    meta = read_meta(out)
+    assert (meta["arch"], meta["precision"], meta["target"]["mcpu"]) == ("aarch64", "int8", "cortex-a76")
+    assert "dotprod" in meta["cpu_features"] and not holds_checkpoint(meta)
+    library = (out / LIBRARY).read_bytes()
+    assert elf_machine(out / LIBRARY) == EM_AARCH64
+    assert b"kokoro_tvm_ext.conv1d_int8" in library and b"kokoro_tvm_ext.matmul_int8" in library

@@ -5,7 +5,7 @@
 //! AVX-512 by itself. On aarch64 the portable loops are already NEON code;
 //! `Neon` is the kernels' own NEON (hand-scheduled where LLVM's is not enough).
 //! The int8 and bf16 GEMMs read further features (VNNI, BF16; dotprod, i8mm,
-//! bf16) in `gemm::packed`.
+//! bf16) in `gemm::int8` and `gemm::bf16`, into `gemm::packed::Isa`.
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Isa {

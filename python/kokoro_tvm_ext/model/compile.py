@@ -153,15 +153,15 @@ def compile_kokoro(
     ``precision="bf16"``: the decoder's convolutions and matmuls, except the
     ones Winograd takes (the residual blocks, faster in f32 that way), take bf16
     inputs and weights (packed now) and accumulate in f32, where the CPU has
-    AVX512-BF16 (checked at run time; elsewhere they run in f32). The text
+    AVX512-BF16 or, on aarch64, bf16 (checked at run time; elsewhere they run in f32). The text
     stage stays f32, so the durations, and the audio's length, do not change;
     so does the F0 predictor, whose errors the sine source integrates
     (passes/pack_bf16.py).
     ``precision="int8"``: the decoder's convolutions and matmuls (the residual
     blocks' too: faster than f32 Winograd) take int8 weights, quantized now per
     output channel, and u8 inputs quantized per call, with int32 sums, where
-    the CPU has AVX512-VNNI (elsewhere f32 on the dequantized weights, with a
-    notice at load). The text stage and the F0 predictor stay f32 as for bf16
+    the CPU has AVX512-VNNI, or dotprod or i8mm on aarch64 (elsewhere f32 on the
+    dequantized weights, with a notice at load). The text stage and the F0 predictor stay f32 as for bf16
     (passes/pack_int8.py).
     """
 

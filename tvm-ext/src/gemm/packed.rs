@@ -152,14 +152,23 @@ pub(crate) fn for_each_block(
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Isa {
     /// The precision's dot-product instruction: `VDPBF16PS` (AVX512-BF16) for
-    /// bf16, `VPDPBUSD` (AVX512-VNNI) for int8.
+    /// bf16, `VPDPBUSD` (AVX512-VNNI) for int8; on aarch64 `BFDOT` (bf16) and
+    /// `SDOT` (dotprod).
     Native,
+    /// aarch64's matrix multiply-accumulate: `USMMLA` (i8mm) for int8.
+    #[cfg(target_arch = "aarch64")]
+    Matrix,
     /// Plain Rust: exact, but slow; the kernels use the f32 path instead when
     /// the precision is not native.
     Portable,
 }
 
 impl Isa {
+    /// Whether this is one of the precision's own instructions (not plain Rust).
+    pub fn is_native(self) -> bool {
+        self != Isa::Portable
+    }
+
     /// `Native` where the CPU has the instruction (`has_native`) and the
     /// environment does not hide it (`hidden`), else `Portable`.
     pub fn detect(hidden: bool, has_native: impl FnOnce() -> bool) -> Isa {

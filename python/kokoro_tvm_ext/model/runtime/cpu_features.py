@@ -260,37 +260,55 @@ OLDER_CPUS = {"x86_64": ("x86-64-v3", "x86-64-v2"), "aarch64": ("cortex-a72", "g
 _int8_noticed = False
 _fallback_noticed: set[str] = set()
 
-# precision -> (the CPU feature its kernels compute with, the variable that hides it, as the Rust kernels read them)
+# Per architecture, precision -> (the CPU features its kernels compute with, any one of them; the variable that
+# hides them; what the notice calls them), as the Rust kernels decide (tvm-ext/src/gemm/int8, gemm/bf16). One
+# variable per precision on every architecture: KOKORO_TVM_EXT_NO_VNNI hides dotprod and i8mm on aarch64 too.
 NATIVE_FEATURES = {
-    "int8": ("avx512vnni", "KOKORO_TVM_EXT_NO_VNNI", "AVX512-VNNI"),
-    "bf16": ("avx512bf16", "KOKORO_TVM_EXT_NO_BF16", "AVX512-BF16"),
+    "x86_64": {
+        "int8": (("avx512vnni",), "KOKORO_TVM_EXT_NO_VNNI", "AVX512-VNNI"),
+        "bf16": (("avx512bf16",), "KOKORO_TVM_EXT_NO_BF16", "AVX512-BF16"),
+    },
+    "aarch64": {
+        "int8": (("dotprod", "i8mm"), "KOKORO_TVM_EXT_NO_VNNI", "dotprod (SDOT)"),
+        "bf16": (("bf16",), "KOKORO_TVM_EXT_NO_BF16", "bf16 (BFDOT)"),
+    },
 }
 
 
-def computes_natively(precision: str, have: set[str] | None) -> bool:
-    """Whether ``precision``'s kernels compute in it here (fp32 always does): the CPU has the feature and its
-    variable does not hide it (the Rust kernels decide the same way)."""
-    if precision not in NATIVE_FEATURES:
+def _native(precision: str, arch: str | None) -> tuple[tuple[str, ...], str, str]:
+    """``precision``'s entry of NATIVE_FEATURES on ``arch`` (None: this machine's); none on another architecture."""
+    arch = arch or host_arch()
+    fallback = {"int8": "KOKORO_TVM_EXT_NO_VNNI", "bf16": "KOKORO_TVM_EXT_NO_BF16"}[precision]
+    return NATIVE_FEATURES.get(arch, {}).get(precision, ((), fallback, f"{precision} instructions"))
+
+
+def computes_natively(precision: str, have: set[str] | None, arch: str | None = None) -> bool:
+    """Whether ``precision``'s kernels compute in it on a CPU of ``arch`` (None: this machine's) with the
+    features ``have`` (fp32 always does): the CPU has one of its features and the variable does not hide them
+    (the Rust kernels decide the same way)."""
+    if precision not in ("int8", "bf16"):
         return True
-    feature, hiding, _ = NATIVE_FEATURES[precision]
+    features, hiding, _ = _native(precision, arch)
     hidden = os.environ.get(hiding, "") not in ("", "0")
-    return have is not None and feature in have and not hidden
+    return have is not None and any(f in have for f in features) and not hidden
 
 
-def int8_native(have: set[str] | None) -> bool:
-    """Whether an int8 artifact computes in int8 here (AVX512-VNNI, not hidden by KOKORO_TVM_EXT_NO_VNNI)."""
-    return computes_natively("int8", have)
+def int8_native(have: set[str] | None, arch: str | None = None) -> bool:
+    """Whether an int8 artifact computes in int8 here (AVX512-VNNI; on aarch64 dotprod or i8mm), not hidden by
+    KOKORO_TVM_EXT_NO_VNNI."""
+    return computes_natively("int8", have, arch)
 
 
-def precision_here(precision: str, have: set[str] | None) -> str:
-    """The precision to build and run for this CPU: ``precision`` where its kernels compute in it, else fp32 with
-    a one-line notice (once per process). Their fallback runs f32 kernels on dequantized weights without the fp32
-    artifact's Winograd: 1.5-1.8x slower than the fp32 artifact, so a fallback would only cost time."""
-    if computes_natively(precision, have):
+def precision_here(precision: str, have: set[str] | None, arch: str | None = None) -> str:
+    """The precision to build and run for a CPU of ``arch`` (None: this machine's) with the features ``have``:
+    ``precision`` where its kernels compute in it, else fp32 with a one-line notice (once per process). Their
+    fallback runs f32 kernels on dequantized weights without the fp32 artifact's Winograd: 1.5-1.8x slower than
+    the fp32 artifact, so a fallback would only cost time."""
+    if computes_natively(precision, have, arch):
         return precision
     if precision not in _fallback_noticed:
         _fallback_noticed.add(precision)
-        _, hiding, name = NATIVE_FEATURES[precision]
+        _, hiding, name = _native(precision, arch)
         logging.getLogger("kokoro_tvm_ext").warning(
             f"kokoro-tvm: this CPU lacks {name} (or {hiding} is set): {precision} runs as fp32, "
             f"which is faster here than {precision}'s fallback kernels"
@@ -298,14 +316,15 @@ def precision_here(precision: str, have: set[str] | None) -> str:
     return "fp32"
 
 
-def notice_int8_fallback(have: set[str] | None) -> None:
+def notice_int8_fallback(have: set[str] | None, arch: str | None = None) -> None:
     """One line, once per process, where an int8 artifact falls back to its f32 kernels."""
     global _int8_noticed
-    if _int8_noticed or int8_native(have):
+    if _int8_noticed or int8_native(have, arch):
         return
     _int8_noticed = True
+    _, hiding, name = _native("int8", arch)
     logging.getLogger("kokoro_tvm_ext").warning(
-        "kokoro-tvm: this CPU lacks AVX512-VNNI (or KOKORO_TVM_EXT_NO_VNNI is set): the int8 artifact "
+        f"kokoro-tvm: this CPU lacks {name} (or {hiding} is set): the int8 artifact "
         "runs its convolutions and matmuls in fp32 on the dequantized weights"
     )
 

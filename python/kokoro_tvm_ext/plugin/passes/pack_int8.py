@@ -4,8 +4,8 @@ int8 (symmetric, a scale per output channel) and packed once, here, at compile
 time (``kokoro_tvm_ext.pack_int8``; the layout is the Rust side's business, see
 tvm-ext/src/gemm/int8/weights.rs). The kernels quantize their inputs to u8 per
 call (per tile of columns, per row for matmul) and multiply with VPDPBUSD where
-the CPU has AVX512-VNNI; elsewhere they run the f32 kernels on the dequantized
-weights.
+the CPU has AVX512-VNNI, on aarch64 with USMMLA (i8mm) or SDOT (dotprod);
+elsewhere they run the f32 kernels on the dequantized weights.
 
 Runs after FoldConstant (weight norm folded) and before PackWeightsWinograd: on
 a Cascade Lake Xeon (AVX512-VNNI) the int8 convolutions beat f32 Winograd on

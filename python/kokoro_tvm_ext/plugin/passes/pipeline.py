@@ -109,7 +109,8 @@ def cpu_pipeline(
     ``precision="bf16"`` runs the kernels' convolutions and matmuls on bf16
     inputs and weights with f32 accumulation (see pack_bf16.py).
     ``precision="int8"`` runs them on int8 weights and u8 inputs with int32
-    accumulation where the CPU has AVX512-VNNI (see pack_int8.py).
+    accumulation where the CPU has AVX512-VNNI, or dotprod or i8mm on aarch64
+    (see pack_int8.py).
     ``weights``: a dict that receives each function's lifted weights (see
     lift_weights.py); the functions then take them as trailing parameters.
     """

@@ -248,11 +248,10 @@ fn conv1d_int8_rejects_unpacked_and_mispacked_weights() {
 
 /// Without the int8 instructions the kernels report int8 as not native and
 /// compute the f32 convolution on the dequantized weights. Checked in this
-/// process where the CPU lacks them (x86 without VNNI; aarch64, whose int8
-/// GEMM has no SDOT/SMMLA kernel yet), else in a child process of this test
-/// binary with `KOKORO_TVM_EXT_NO_VNNI=1` (the instruction set is read once per
-/// process). In-process also keeps the test off process spawning under
-/// qemu-user, which cannot start an aarch64 child without binfmt_misc.
+/// process where the CPU lacks them (x86 without VNNI, aarch64 without
+/// dotprod), else in a child process of this test binary with
+/// `KOKORO_TVM_EXT_NO_VNNI=1` (the instruction set is read once per process;
+/// under qemu-user the child runs in a new qemu with the same `QEMU_CPU`).
 #[test]
 fn without_vnni_the_f32_kernel_runs_on_dequantized_weights() {
     if native_int8() {

@@ -15,10 +15,11 @@
 //! (A) by its im2col tile (B, packed per call); the transposed convolution and
 //! matmul multiply their packed input (A) by packed weights (B).
 //!
-//! The inner loop, an `MR x NR` register tile of 16 zmm accumulators, uses
-//! `VDPBF16PS` where the CPU has AVX512-BF16 (checked once per process, see
-//! [`isa`]), else plain Rust. `KOKORO_TVM_EXT_NO_BF16=1` hides AVX512-BF16, so
-//! the fallbacks can be tested on any machine.
+//! The inner loop, an `MR x NR` register tile, uses `VDPBF16PS` where the CPU
+//! has AVX512-BF16 (16 zmm accumulators), on aarch64 `BFDOT` where it has
+//! bf16 (in 8 x 8 quarters), checked once per process (see [`isa`]), else
+//! plain Rust. `KOKORO_TVM_EXT_NO_BF16=1` hides them, so the fallbacks can be
+//! tested on any machine.
 //!
 //! Measured on the project's Xeon (Emerald Rapids, no AMX exposed), one core:
 //! `VDPBF16PS` retires about one per two cycles, so this GEMM peaks at ~85
@@ -31,7 +32,7 @@
 //! ```
 //!
 //! Files: `pack.rs` converts to bf16 and packs the operands, `x86.rs` holds the
-//! AVX512-BF16 inner loop and packing, `weights.rs` the weights of the bf16
+//! AVX512-BF16 inner loop and packing, `arm.rs` the BFDOT inner loop, `weights.rs` the weights of the bf16
 //! kernels (packed at compile time by `kokoro_tvm_ext.pack_bf16`, read per call,
 //! unpacked to f32 where bf16 is not native).
 use tvm_ffi::Function;
@@ -41,6 +42,8 @@ use crate::gemm::SharedMut;
 use crate::interface;
 use crate::job::JobError;
 
+#[cfg(target_arch = "aarch64")]
+mod arm;
 mod pack;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -98,6 +101,8 @@ fn detect(no_bf16: bool) -> Isa {
         return is_x86_feature_detected!("avx512f")
             && is_x86_feature_detected!("avx512bw")
             && is_x86_feature_detected!("avx512bf16");
+        #[cfg(target_arch = "aarch64")]
+        return std::arch::is_aarch64_feature_detected!("bf16");
         #[allow(unreachable_code)]
         false
     })
@@ -195,6 +200,8 @@ unsafe fn tile(
     match isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Native => x86::tile_native(kq, a.as_ptr(), b.as_ptr(), c, ldc, rows, cols, acc),
+        #[cfg(target_arch = "aarch64")]
+        Isa::Native => arm::tile_bfdot(kq, a.as_ptr(), b.as_ptr(), c, ldc, rows, cols, acc),
         _ => tile_portable(kq, a, b, c, ldc, rows, cols, acc),
     }
 }

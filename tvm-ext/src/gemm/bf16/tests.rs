@@ -331,3 +331,14 @@ fn bench_gemm_bf16() {
         );
     }
 }
+
+/// scripts/test-aarch64.sh names the inner loop each emulated CPU must pick
+/// (`Native` = BFDOT on `max`, else `Portable`), so a run that silently fell
+/// back fails.
+#[test]
+fn picks_the_inner_loop_the_emulated_run_expects() {
+    let Ok(want) = std::env::var("TVM_EXT_EXPECT_BF16") else {
+        return; // a native run: whatever this CPU has is right
+    };
+    assert_eq!(format!("{:?}", isa()), want);
+}

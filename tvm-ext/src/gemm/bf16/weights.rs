@@ -9,7 +9,7 @@
 //!   matmul            w [K, N]           -> [1, ceil(N / NR), ceil(K / 2), NR, 2]   (groups = 1)
 //! ```
 //!
-//! Where the CPU lacks AVX512-BF16, or `KOKORO_TVM_EXT_NO_BF16=1`, the kernels
+//! Where the CPU lacks AVX512-BF16 (on aarch64 bf16), or `KOKORO_TVM_EXT_NO_BF16=1`, the kernels
 //! unpack the weights to f32 and run the f32 kernels: the same results up to
 //! the rounding of the inputs, which then stay f32.
 use std::borrow::Cow;

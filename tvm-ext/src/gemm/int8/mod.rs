@@ -5,7 +5,7 @@
 //! and zero point per row or per tile, quantized per call), int32 accumulation.
 //!
 //! Both operands are packed in quads along the inner dimension K, the layout
-//! `VPDPBUSD` reads: one `u32` holds the four bytes `v[4q..4q + 4]`, the first
+//! `VPDPBUSD` and `SDOT` read: one `u32` holds the four bytes `v[4q..4q + 4]`, the first
 //! in its low byte. With `kq = ceil(k / 4)` and zeros past every edge:
 //!
 //! - [`PackedA`], the broadcast operand (`rows x k`), in panels of [`MR`] rows:
@@ -27,18 +27,23 @@
 //! product saturates (`VPDPBUSD` adds its four u8 x s8 products in 32 bits),
 //! and K is at most [`MAX_K`], so no sum overflows.
 //!
-//! The inner loop, an `MR x NR` tile of 16 zmm accumulators, uses `VPDPBUSD`
-//! where the CPU has AVX512-VNNI (checked once per process, see [`isa`]), else
-//! plain Rust. `KOKORO_TVM_EXT_NO_VNNI=1` hides AVX512-VNNI: the int8 kernels
-//! then run the f32 kernels on the dequantized weights (as on CPUs without it).
+//! The inner loop, an `MR x NR` tile, uses the CPU's int8 dot products
+//! (checked once per process, see [`isa`]): `VPDPBUSD` where an x86 CPU has
+//! AVX512-VNNI (16 zmm accumulators); on aarch64 `USMMLA` where the CPU has
+//! i8mm, else `SDOT` where it has dotprod (in 8 x 8 quarters); else plain
+//! Rust. `KOKORO_TVM_EXT_NO_VNNI=1` hides these instructions on either
+//! architecture (one switch per precision, as `KOKORO_TVM_EXT_NO_BF16`): the
+//! int8 kernels then run the f32 kernels on the dequantized weights (as on CPUs
+//! without them).
 //!
 //! ```text
 //! kokoro_tvm_ext.int8_native() -> bool: whether the int8 kernels compute in int8 here.
 //! ```
 //!
 //! Files: `pack.rs` quantizes and packs the activations, `x86.rs` holds the
-//! AVX-512 inner loop and packing, `weights.rs` the weights (packed at compile
-//! time, read per call, dequantized to f32 where VNNI is missing).
+//! AVX-512 inner loop and packing, `arm.rs` the SDOT and USMMLA inner loops,
+//! `weights.rs` the weights (packed at compile time, read per call, dequantized
+//! to f32 where the int8 instructions are missing).
 use tvm_ffi::Function;
 
 use crate::gemm::packed::{self, check_block, check_operands, disabled_by_env, for_each_block};
@@ -46,6 +51,8 @@ use crate::gemm::SharedMut;
 use crate::interface;
 use crate::job::JobError;
 
+#[cfg(target_arch = "aarch64")]
+mod arm;
 mod pack;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -72,16 +79,17 @@ pub fn native_function() -> Function {
     packed::native_function(&interface::INT8_NATIVE, native_int8)
 }
 
-/// Whether `KOKORO_TVM_EXT_NO_VNNI` asks to ignore AVX512-VNNI (any value but
-/// empty or "0").
+/// Whether `KOKORO_TVM_EXT_NO_VNNI` asks to ignore the int8 instructions
+/// (AVX512-VNNI; on aarch64 dotprod and i8mm): any value but empty or "0".
 pub fn vnni_disabled_by_env() -> bool {
     disabled_by_env("KOKORO_TVM_EXT_NO_VNNI")
 }
 
-/// Whether this CPU has AVX512-VNNI and the environment does not hide it: the
-/// condition for the int8 kernels to run in int8. Read once per process.
+/// Whether this CPU has int8 dot products (AVX512-VNNI; dotprod or i8mm) and
+/// the environment does not hide them: the condition for the int8 kernels to
+/// run in int8. Read once per process.
 pub fn native_int8() -> bool {
-    isa() == Isa::Native
+    isa().is_native()
 }
 
 /// The inner loop this process uses, detected once.
@@ -90,16 +98,36 @@ pub fn isa() -> Isa {
     *ISA.get_or_init(|| detect(vnni_disabled_by_env()))
 }
 
-fn detect(no_vnni: bool) -> Isa {
-    Isa::detect(no_vnni, || {
-        #[cfg(target_arch = "x86_64")]
-        return is_x86_feature_detected!("avx512f")
-            && is_x86_feature_detected!("avx512bw")
-            && is_x86_feature_detected!("avx512vl")
-            && is_x86_feature_detected!("avx512vnni");
-        #[allow(unreachable_code)]
-        false
-    })
+fn detect(hidden: bool) -> Isa {
+    *available(hidden).last().unwrap_or(&Isa::Portable)
+}
+
+/// Every inner loop this CPU runs, best last (the tests run each); only
+/// `Portable` where `hidden`.
+fn available(hidden: bool) -> Vec<Isa> {
+    #[allow(unused_mut)]
+    let mut v = vec![Isa::Portable];
+    if hidden {
+        return v;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if is_x86_feature_detected!("avx512f")
+        && is_x86_feature_detected!("avx512bw")
+        && is_x86_feature_detected!("avx512vl")
+        && is_x86_feature_detected!("avx512vnni")
+    {
+        v.push(Isa::Native);
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        if std::arch::is_aarch64_feature_detected!("dotprod") {
+            v.push(Isa::Native);
+        }
+        if std::arch::is_aarch64_feature_detected!("i8mm") {
+            v.push(Isa::Matrix);
+        }
+    }
+    v
 }
 
 // ---------------------------------------------------------------------------
@@ -122,6 +150,11 @@ pub(crate) type PackedB<'a> = packed::PackedB<'a, 4>;
 
 /// The dequantization of a product: element `(r, c)` is
 /// `(sum - row_off[r] * col_off[c]) * row_scale[r] * col_scale[c]`.
+///
+/// The offsets on the weights' side (rows of A for [`Signs::WeightsA`], else
+/// columns of B) must be the sums of the weights over K, those on the
+/// activations' side their zero points: the SDOT loop (`arm.rs`) reads the
+/// activations as `u - 128` and relies on the sums to add the 128 back.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Scales<'a> {
     pub row_scale: &'a [f32],
@@ -380,6 +413,22 @@ unsafe fn tile(
         #[cfg(target_arch = "x86_64")]
         (Isa::Native, Signs::WeightsB) => {
             x86::tile_vnni::<true>(walk, a.as_ptr(), b.as_ptr(), c, ldc, t, acc)
+        }
+        #[cfg(target_arch = "aarch64")]
+        (Isa::Native, Signs::WeightsA) => {
+            arm::tile_sdot::<false>(walk, a.as_ptr(), b.as_ptr(), c, ldc, t, acc)
+        }
+        #[cfg(target_arch = "aarch64")]
+        (Isa::Native, Signs::WeightsB) => {
+            arm::tile_sdot::<true>(walk, a.as_ptr(), b.as_ptr(), c, ldc, t, acc)
+        }
+        #[cfg(target_arch = "aarch64")]
+        (Isa::Matrix, Signs::WeightsA) => {
+            arm::tile_usmmla::<false>(walk, a.as_ptr(), b.as_ptr(), c, ldc, t, acc)
+        }
+        #[cfg(target_arch = "aarch64")]
+        (Isa::Matrix, Signs::WeightsB) => {
+            arm::tile_usmmla::<true>(walk, a.as_ptr(), b.as_ptr(), c, ldc, t, acc)
         }
         _ => tile_portable(signs, walk, a, b, c, ldc, t, acc),
     }

@@ -3,12 +3,9 @@ use super::*;
 use crate::gemm::testing::{call_packer, f32_gemm_rate, rate_per_core, BENCH_SHAPES};
 use crate::tensor::testing::Rng;
 
+/// Every inner loop this CPU runs (on aarch64 with i8mm: SDOT and USMMLA).
 fn isas() -> Vec<Isa> {
-    let mut v = vec![Isa::Portable];
-    if detect(false) == Isa::Native {
-        v.push(Isa::Native);
-    }
-    v
+    available(false)
 }
 
 /// Random bytes: u8 activations or s8 weights in -127..=127.
@@ -61,8 +58,15 @@ fn gemm_is_exact_against_the_integer_reference() {
             let pb = pack_ints(NR, n, k, |j, l| b[l * n + j]);
             let row_scale: Vec<f32> = (0..m).map(|_| 1e-3 * (1.5 + rng.next())).collect();
             let col_scale: Vec<f32> = (0..n).map(|_| 1e-2 * (1.5 + rng.next())).collect();
-            let row_off: Vec<i32> = (0..m).map(|_| rng.below(300) as i32 - 150).collect();
-            let col_off: Vec<i32> = (0..n).map(|_| rng.below(256) as i32).collect();
+            // As the callers pass them (`Scales`): the weights' sums over K,
+            // the activations' zero points.
+            let row_sums: Vec<i32> = (0..m).map(|i| a[i * k..][..k].iter().sum()).collect();
+            let col_sums: Vec<i32> = (0..n).map(|j| (0..k).map(|l| b[l * n + j]).sum()).collect();
+            let (row_off, col_off): (Vec<i32>, Vec<i32>) = if a_u8 {
+                ((0..m).map(|_| rng.below(256) as i32).collect(), col_sums)
+            } else {
+                (row_sums, (0..n).map(|_| rng.below(256) as i32).collect())
+            };
             let init: Vec<f32> = rng.vec(m * n);
             for isa in isas() {
                 for accumulate in [false, true] {
@@ -124,14 +128,15 @@ fn gemm_writes_only_its_block() {
     let pa = pack_ints(MR, m, k, |_, _| 1);
     let pb = pack_ints(NR, n, k, |_, _| 2);
     let ones = vec![1.0f32; m.max(n)];
-    let zeros = vec![0i32; m.max(n)];
+    // Zero points 0, the weights' sums 2k.
+    let (zeros, sums) = (vec![0i32; m], vec![2 * k as i32; n]);
     for isa in isas() {
         let mut c = vec![-1.0f32; 3 + m * ldc];
         let s = Scales {
             row_scale: &ones,
             row_off: &zeros,
             col_scale: &ones,
-            col_off: &zeros,
+            col_off: &sums,
         };
         unsafe {
             let (a, b) = (
@@ -299,15 +304,24 @@ fn packer_rejects_bad_arguments() {
     assert!(call("conv1d", 2, &[4, 2, 3]).is_empty());
 }
 
-/// `KOKORO_TVM_EXT_NO_VNNI` hides VNNI; the switch reads "0" and "" as unset.
+/// `KOKORO_TVM_EXT_NO_VNNI` hides the int8 instructions (VNNI; dotprod,
+/// i8mm); the switch reads "0" and "" as unset.
 #[test]
-fn the_switch_hides_vnni() {
+fn the_switch_hides_the_int8_instructions() {
     assert_eq!(detect(true), Isa::Portable);
-    assert_eq!(native_int8(), isa() == Isa::Native);
-    assert_eq!(
-        isa() == Isa::Native,
-        detect(vnni_disabled_by_env()) == Isa::Native
-    );
+    assert_eq!(native_int8(), isa() != Isa::Portable);
+    assert_eq!(isa(), detect(vnni_disabled_by_env()));
+}
+
+/// scripts/test-aarch64.sh names the inner loop each emulated CPU must pick
+/// (`Portable` on a Cortex-A72, `Native` = SDOT on a Cortex-A76, `Matrix` =
+/// USMMLA on `max`), so a run that silently fell back fails.
+#[test]
+fn picks_the_inner_loop_the_emulated_run_expects() {
+    let Ok(want) = std::env::var("TVM_EXT_EXPECT_INT8") else {
+        return; // a native run: whatever this CPU has is right
+    };
+    assert_eq!(format!("{:?}", isa()), want, "available: {:?}", isas());
 }
 
 /// Per call shape of Kokoro's decoder: GFLOP/s of the int8 GEMM (VNNI) against

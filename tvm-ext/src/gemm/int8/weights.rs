@@ -19,8 +19,9 @@
 //! dequantized per-tensor int8 export: every w a multiple of one step, at most
 //! 127 of them) keep that grid as every channel's scale, so they come back exactly.
 //!
-//! Where the CPU lacks AVX512-VNNI, or `KOKORO_TVM_EXT_NO_VNNI=1`, the kernels
-//! dequantize the weights to f32 and run the f32 kernels.
+//! Where the CPU lacks int8 dot products (AVX512-VNNI; on aarch64 dotprod and
+//! i8mm), or `KOKORO_TVM_EXT_NO_VNNI=1`, the kernels dequantize the weights to
+//! f32 and run the f32 kernels.
 use std::borrow::Cow;
 
 use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, Tensor, TensorView, VALUE_ERROR};
