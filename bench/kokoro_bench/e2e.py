@@ -7,14 +7,17 @@ after one warm-up.
 Rows:
   tvm            our compiled artifact (compiled first if it is not cached)
   tvm-fast       the same with precision="bf16" (bf16 convolutions and matmuls, f32
-                 accumulation; f32 where the CPU lacks AVX512-BF16)
+                 accumulation) where the runtime has bf16 kernels for this CPU (x86: AVX512-BF16),
+                 else the fp32 artifact; the note says so
   tvm-int8       the same with precision="int8" (int8 convolutions and matmuls, int32
-                 accumulation; f32 on the dequantized weights where the CPU lacks AVX512-VNNI)
+                 accumulation) where it has int8 kernels for this CPU (x86: AVX512-VNNI), else fp32
   torch          hexgrad's KModel, eager
   torch-compile  KModel's forward through torch.compile (inductor)
   zentorch       the same with AMD's zentorch backend, where it loads for the torch in use
+                 (x86-64 only: no aarch64 wheel, a row that says so there)
   openvino-fp32  OpenVINO's CPU plugin on the fp32 ONNX graph below, f32 precision hint
-  openvino-bf16  the same with the bf16 hint (f32 where the CPU has no bf16 instructions)
+  openvino-bf16  the same with the bf16 hint (f32 where OpenVINO has no bf16 path for the CPU:
+                 older x86, and every aarch64 CPU in its source today); the note says what it chose
   ort-int8       ONNX Runtime on the int8 export our offline weights come from
   ort-fp32       ONNX Runtime on that export with its quantization undone: the same
                  fp32 weights as every other row (see onnx_fp32.py)
@@ -22,6 +25,10 @@ Rows:
                  its pinned ONNX Runtime), in a virtualenv of its own (venv_peers.py)
   vox-tts        vox-tts's native engine, f32, converted by its build_kokoro from our
                  weights, in a virtualenv of its own; it speaks the phonemes itself
+
+A row whose runtime has no wheel for this machine's architecture (``ONLY_ON``) or is not
+installed shows the reason instead of numbers; --machine prints the machine line and which
+rows run here, and exits.
 
 Every row runs at --threads and at 1 thread, the two processes one after the
 other for each text (skip the second with --no-single-thread).
@@ -54,8 +61,10 @@ import tempfile
 from pathlib import Path
 
 from kokoro_bench.plans import as_one_call, one_call
+from kokoro_bench.table import machine_line
 from kokoro_bench.timing import timed
 from kokoro_bench.workers import WorkerFailed, in_subprocess, job_main, measure
+from kokoro_tvm_ext.model.runtime.cpu_features import host_arch
 from kokoro_tvm_ext.model.spec import SAMPLE_RATE, add_boundary_ids
 from kokoro_tvm_ext.speech.voices import DEFAULT_VOICE
 
@@ -84,6 +93,16 @@ SYSTEMS = [
 ]
 OURS = {"tvm": "fp32", "tvm-fast": "bf16", "tvm-int8": "int8"}  # row -> the artifact's precision
 ONNX_ROWS = {"ort-int8": "int8", "ort-fp32": "fp32", "openvino-fp32": "fp32", "openvino-bf16": "fp32"}
+# Rows whose runtime has PyPI wheels for some architectures only (pip download --platform, 2026-11-28): zentorch,
+# AMD's torch.compile backend for EPYC, is x86-64 only. Every other row's runtime has manylinux aarch64 wheels:
+# torch, onnxruntime, kokoro-pi (and its onnxruntime 1.30), vox-tts; OpenVINO's need glibc 2.31 (2.35 from
+# 2025.3 on).
+ONLY_ON = {"zentorch": ("x86_64",)}
+# Row prefix -> the runtime module it needs (the bench extra); without it the row says so and the others run.
+RUNTIMES = {"ort": "onnxruntime", "openvino": "openvino"}
+# Modules every run needs, whatever its rows -> the extra that has them: the fidelity columns' mel filters and
+# their PyTorch fp32 reference.
+NEEDED = {"librosa": "bench", "torch": "compile", "kokoro": "compile"}
 JSON_KEYS = (
     "system",
     "tokens",
@@ -126,6 +145,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-single-thread", action="store_true", help="skip the 1-thread column (each row runs once, not twice)"
     )
     parser.add_argument("--json", metavar="PATH", help="also write the rows to PATH as JSON")
+    parser.add_argument(
+        "--machine", action="store_true", help="print the machine line and which rows run here, then exit"
+    )
 
 
 # -- measuring, inside one worker process ------------------------------------------------
@@ -152,11 +174,22 @@ def worker(job: dict) -> dict:
     first = row.pop("first_call_seconds")
     if system not in OURS and system != "torch":  # ours: compiled ahead of time, the artifact's meta says how long
         row["compile_seconds"] = setup + max(first - row["seconds"], 0.0)
-    if precision:
-        row["note"] = f"precision {precision}"
+    note = precision_note(system, job.get("precision"), precision)
+    if note:
+        row["note"] = note
     if stages and job.get("stages", True):
         row["stages"] = stages()
     return row
+
+
+def precision_note(system: str, artifact: str | None, peer: str | None) -> str | None:
+    """The note on the precision a row ran in: for ours, the artifact's (``artifact``, from its meta) where the
+    runtime chose another than the row asks for on this CPU (bf16 or int8 without their kernels here); for a
+    peer, the one it reports it chose (``peer``)."""
+    if system in OURS:
+        asked = OURS[system]
+        return None if artifact in (None, asked) else f"precision {artifact} ({asked} has no kernels for this CPU)"
+    return f"precision {peer}" if peer else None
 
 
 def _runner(job: dict, data):
@@ -263,7 +296,8 @@ def prepare(job: dict) -> dict:
         from kokoro_tvm_ext.model.runtime.artifact import read_meta
 
         artifact = ensure_artifact(weights, precision=OURS[job["system"]])
-        return {"artifact": str(artifact), "compile_seconds": read_meta(artifact)["compile_seconds"]}
+        meta = read_meta(artifact)
+        return {"artifact": str(artifact), "compile_seconds": meta["compile_seconds"], "precision": meta["precision"]}
     if job["system"] in ONNX_ROWS:
         return {"onnx": str(onnx_model(ONNX_ROWS[job["system"]]))}
     return {"weights": str(weights.ensure_file())}
@@ -311,29 +345,59 @@ def write_inputs(text: str, voice: str, weights, path: Path) -> None:
 # -- driver -----------------------------------------------------------------------------
 
 
-def check_installed(systems) -> None:
-    """Name the extra to install when a chosen row's runtime is missing."""
+def missing_needed() -> list[str]:
+    """What every run needs (``NEEDED``) and is not installed, with the extra to install: one line each."""
     from importlib.util import find_spec
 
+    return [f"{m} (pip install 'kokoro-tvm-ext[{extra}]')" for m, extra in NEEDED.items() if not find_spec(m)]
+
+
+def check_installed() -> None:
+    """Name the extra to install when a module every run needs is missing."""
     from kokoro_tvm_ext.errors import MissingAssetError
 
-    rows = {"ort": "onnxruntime", "openvino": "openvino"}  # row prefix -> the runtime it needs
-    missing = [m for prefix, m in rows.items() if any(s.startswith(prefix) for s in systems) and not find_spec(m)]
-    missing += [] if find_spec("librosa") else ["librosa"]  # the fidelity columns' mel filters
+    missing = missing_needed()
     if missing:
-        raise MissingAssetError(
-            f"the bench needs {' and '.join(missing)}: pip install 'kokoro-tvm-ext[bench]'; or pick rows with "
-            f"--systems, e.g. --systems tvm torch (all: {' '.join(SYSTEMS)})"
-        )
+        raise MissingAssetError(f"the bench needs {' and '.join(missing)} for its fidelity columns")
+
+
+def unavailable_here(systems, arch: str | None = None) -> dict[str, str]:
+    """The rows of ``systems`` that cannot run on this machine (``arch``: its architecture by default), each
+    with the one-line reason the table shows: no wheel of its runtime for the architecture, or not installed."""
+    from importlib.util import find_spec
+
+    arch = arch or host_arch()
+    reasons = {}
+    for system in systems:
+        only = ONLY_ON.get(system)
+        runtime = next((m for prefix, m in RUNTIMES.items() if system.startswith(prefix)), None)
+        if only and arch not in only:
+            reasons[system] = f"its runtime has no {arch} wheel on PyPI (only {', '.join(only)})"
+        elif runtime and not find_spec(runtime):
+            reasons[system] = f"{runtime} is not installed (pip install 'kokoro-tvm-ext[bench]')"
+    return reasons
+
+
+def print_machine(systems, thread_counts: list[int]) -> None:
+    """--machine: the machine line, and which of ``systems`` run here (the others with their reason)."""
+    print(machine_line(thread_counts))
+    skipped = unavailable_here(systems)
+    for system in systems:
+        print(f"  {system}: {'unavailable: ' + skipped[system] if system in skipped else 'can run here'}")
+    for missing in missing_needed():
+        print(f"  every row needs {missing}")
 
 
 def run(args) -> int:
-    check_installed(args.systems)
-    from kokoro_bench.table import machine_line
+    thread_counts = [args.threads] if args.no_single_thread or args.threads == 1 else [args.threads, 1]
+    if args.machine:
+        print_machine(args.systems, thread_counts)
+        return 0
+    check_installed()
     from kokoro_tvm_ext.model.weights import find_weights
 
     weights = find_weights(args.weights)
-    thread_counts = [args.threads] if args.no_single_thread or args.threads == 1 else [args.threads, 1]
+    skipped = unavailable_here(args.systems)
     rows, runs, failed = [], [], 0
     with tempfile.TemporaryDirectory() as tmp:
         inputs = {}
@@ -341,6 +405,10 @@ def run(args) -> int:
             inputs[key] = Path(tmp) / f"{key}.npz"
             write_inputs(text, args.voice, weights, inputs[key])
         for system in args.systems:
+            if system in skipped:
+                rows.append({"system": system, "unavailable": skipped[system]})
+                print(f"  {system} is unavailable: {skipped[system]}", file=sys.stderr, flush=True)
+                continue
             print(f"preparing {system}", file=sys.stderr, flush=True)
             job = {"system": system, "weights": args.weights, "voice": args.voice, "threads": args.threads}
             ready = in_subprocess(__name__, "prepare", job, args.threads, block_torch=False)

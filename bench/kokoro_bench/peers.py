@@ -65,8 +65,8 @@ def onnxruntime_session(onnx_path: str, threads: int):
 
 def openvino_model(onnx_path: str, threads: int, precision: str):
     """OpenVINO's CPU plugin on the fp32 ONNX graph with the inference precision hint
-    ``precision`` ("f32" or "bf16"; OpenVINO falls back to f32 where the CPU has no bf16
-    instructions, and ``run.precision`` says what it chose)."""
+    ``precision`` ("f32" or "bf16"; OpenVINO falls back to f32 where it has no bf16 path for the
+    CPU (older x86; every aarch64 CPU in its source today), and ``run.precision`` says what it chose)."""
     import numpy as np
 
     try:

@@ -1,8 +1,9 @@
-"""bench/e2e.py's rows without a model: a peer that cannot install becomes a row with its reason, a
-worker that crashes or raises becomes a failed row with the signal or exception, the 1-thread runs join
-their rows, and the table shows both thread counts' RTF."""
+"""bench/e2e.py's rows without a model: a peer that cannot install, or whose runtime has no wheel for this
+machine's architecture, becomes a row with its reason, a worker that crashes or raises becomes a failed row with
+the signal or exception, the 1-thread runs join their rows, and the table shows both thread counts' RTF."""
 
 import argparse
+import platform
 import re
 
 import pytest
@@ -25,7 +26,8 @@ def test_a_requirement_that_cannot_install_is_unavailable_with_one_line(tmp_path
         venv_peers.ensure_venv("broken", [str(missing)], tmp_path)
     message = str(err.value)
     assert message.startswith("cannot install ") and "no_such_peer-1.0-py3-none-any.whl" in message
-    assert "\n" not in message and len(message) < 400
+    # one line: the installer's output cut to 300 characters (pip may warn first, e.g. as root in a chroot)
+    assert "\n" not in message and len(message) <= len(f"cannot install {missing} ()") + 300
     assert not (tmp_path / "broken").exists()  # no half-made virtualenv left to be reused
 
 
@@ -121,3 +123,48 @@ def test_a_worker_that_raises_is_a_failed_row_with_its_exception(tmp_path, monke
     with pytest.raises(workers.WorkerFailed) as err:
         workers.in_subprocess("raising_peer", "worker", job, 1, block_torch=False)
     assert err.value.reason == "MemoryError: the session needs 9 GB"
+
+
+def test_on_aarch64_a_row_without_an_aarch64_wheel_is_unavailable_with_its_reason(monkeypatch, capsys):
+    monkeypatch.setattr(platform, "machine", lambda: "aarch64")
+    reasons = e2e.unavailable_here(e2e.SYSTEMS)
+    assert reasons["zentorch"] == "its runtime has no aarch64 wheel on PyPI (only x86_64)"
+    # every other row's runtime has aarch64 wheels: at most "not installed" here, never the architecture
+    assert [s for s, why in reasons.items() if "wheel" in why] == ["zentorch"]
+
+    e2e.print_rows([{"system": "zentorch", "unavailable": reasons["zentorch"]}], threads=4)
+    header, row = _table(capsys.readouterr().out)
+    assert (row[header.index("RTF 4 threads")], row[header.index("note")]) == ("unavailable", reasons["zentorch"])
+
+    e2e.print_machine(["tvm", "zentorch", "kokoro-pi"], [4, 1])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("machine: ")
+    assert lines[1:4] == [
+        "  tvm: can run here",
+        "  zentorch: unavailable: its runtime has no aarch64 wheel on PyPI (only x86_64)",
+        "  kokoro-pi: can run here",
+    ]
+
+
+def test_on_x86_every_row_has_its_wheel(monkeypatch):
+    monkeypatch.setattr(platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(e2e, "RUNTIMES", {})  # whatever is installed here
+    assert e2e.unavailable_here(e2e.SYSTEMS) == {}
+
+
+def test_a_row_whose_runtime_is_not_installed_says_which_extra(monkeypatch):
+    monkeypatch.setattr(e2e, "RUNTIMES", {"ort": "no_such_runtime_here"})
+    reasons = e2e.unavailable_here(["tvm", "ort-int8", "ort-fp32"], arch="aarch64")
+    assert reasons == dict.fromkeys(
+        ["ort-int8", "ort-fp32"], "no_such_runtime_here is not installed (pip install 'kokoro-tvm-ext[bench]')"
+    )
+
+
+def test_the_note_says_when_our_row_ran_another_precision_than_it_asks():
+    # tvm-fast on a CPU without bf16 kernels (every aarch64 CPU today): the fp32 artifact, said in the note
+    assert e2e.precision_note("tvm-fast", "fp32", None) == "precision fp32 (bf16 has no kernels for this CPU)"
+    assert e2e.precision_note("tvm-int8", "fp32", None) == "precision fp32 (int8 has no kernels for this CPU)"
+    assert e2e.precision_note("tvm-fast", "bf16", None) is None and e2e.precision_note("tvm", "fp32", None) is None
+    # a peer's own choice (OpenVINO's bf16 hint where it has no bf16 path)
+    assert e2e.precision_note("openvino-bf16", None, "f32") == "precision f32"
+    assert e2e.precision_note("ort-fp32", None, None) is None
