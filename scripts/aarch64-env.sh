@@ -9,7 +9,8 @@ AARCH64_DEPS=target/aarch64-deps
 
 aarch64_toolchain_missing() {
     local missing=()
-    for tool in /usr/bin/rustc /usr/bin/cargo /usr/bin/cargo-clippy aarch64-linux-gnu-gcc qemu-aarch64; do
+    for tool in /usr/bin/rustc /usr/bin/cargo /usr/bin/cargo-clippy aarch64-linux-gnu-gcc qemu-aarch64 \
+        qemu-aarch64-static debootstrap; do
         command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
     done
     if [ ! -e /lib/ld-linux-aarch64.so.1 ] ||

@@ -36,26 +36,17 @@ OLDEST_GLIBC = (2, 17)  # manylinux2014, the oldest tag pip still installs by gl
 
 def compiled_level(level: str) -> Path:
     """Kokoro compiled for ``level`` (an LLVM CPU name) with random weights, from the cache or compiled now."""
-    from kokoro_tvm_ext.model.artifact_cache import cached_problem, compiler_fingerprint, target_spec
+    import tvm  # noqa: F401  (the full TVM, compiler included, before anything loads its runtime alone)
+
+    from kokoro_tvm_ext.model.artifact_cache import compiler_fingerprint, ensure_compiled, target_spec
+    from kokoro_tvm_ext.model.config import load_config
+    from kokoro_tvm_ext.model.weights.kmodel import build_kmodel
     from kokoro_tvm_ext.support.cache import cache_dir
     from kokoro_tvm_ext.support.versions import installed_versions
 
-    tvm = installed_versions()["apache-tvm"]
-    out = cache_dir() / "release-levels" / f"{level}-tvm{tvm}-{compiler_fingerprint()}"
-    if out.is_dir() and cached_problem(out) is None:
-        print(f"==> {level}: compiled before, {out}", flush=True)
-        return out
-    import tvm  # noqa: F401  (the full TVM, compiler included, before anything loads its runtime alone)
-
-    from kokoro_tvm_ext.model.compile import compile_kokoro
-    from kokoro_tvm_ext.model.config import load_config
-    from kokoro_tvm_ext.model.weights.kmodel import build_kmodel
-    from kokoro_tvm_ext.support.cache import atomic_directory
-
-    print(f"==> {level}: compiling (a few minutes)", flush=True)
-    with atomic_directory(out) as tmp:
-        compile_kokoro(build_kmodel(load_config(), seed=0), tmp, target=target_spec(level))
-    return out
+    out = cache_dir() / "release-levels" / f"{level}-tvm{installed_versions()['apache-tvm']}-{compiler_fingerprint()}"
+    print(f"==> {level}: {out}", flush=True)
+    return ensure_compiled(out, lambda: build_kmodel(load_config(), seed=0), target=target_spec(level))
 
 
 # ELF e_machine (pyelftools' name) -> the architecture's name in a wheel's platform tag

@@ -12,14 +12,15 @@ import kokoro_tvm_ext  # noqa: F401  (registers the plugin before any VM is crea
 
 TIERS = ("unit", "model", "integration")
 # Front ends over real processes and sockets.
-INTEGRATION = ("serve", "book", "test_cli.py", "test_wheel.py")
+INTEGRATION = ("serve", "book", "aarch64", "test_cli.py", "test_wheel.py")
 # Fixtures that mean a compiled Kokoro (or its PyTorch reference) is in the test.
-MODEL_FIXTURES = {"small_artifact", "kokoro_model", "real_artifact", "bf16_artifact"}
+MODEL_FIXTURES = {"small_artifact", "kokoro_model", "real_artifact", "bf16_artifact", "arm_library"}
 # The files that take longest, longest first (seconds of a fresh-clone CI run on 2 cores, 2026-11-26).
 # The test command hands files to its two workers in this order, then the rest in collection order
 # (scripts/test.sh passes --no-loadscope-reorder; xdist's default, most tests first, started the
 # longest file near the end, leaving one core idle while it ran).
 LONGEST_FIRST = (
+    "aarch64/test_arm64_install.py",  # ~460 (+160 building the arm64 root): pip and Kokoro under emulation
     "test_cli.py",  # ~300: the first say binds the real weights, nine languages against PyTorch and Whisper
     "test_wheel.py",  # ~215: the zig wheel and sdist builds, installs with uv
     "book/test_ray_in_loopback.py",  # ~180: two Ray nodes started and killed (sharing the cores)
@@ -93,3 +94,27 @@ def small_artifact(kokoro_model):
 
     out = cache_dir() / "test-artifacts" / artifact_key("random-weights-seed0")
     return ensure_compiled(out, lambda: kokoro_model, quiet=True)
+
+
+def cross_compiled(kokoro_model, precision: str = "fp32"):
+    """``kokoro_model`` cross-compiled for cortex-a76 (a Raspberry Pi 5's CPU) in ``precision``: a library-only
+    artifact (no weights: its transforms run on aarch64 only), the same for any weights of this config. Kept in
+    the user cache under ``test-artifacts/`` like ``small_artifact``, keyed by the compiler sources, the
+    precision and the target."""
+    import shutil
+
+    from kokoro_tvm_ext.model import artifact_cache
+    from kokoro_tvm_ext.support.cache import cache_dir
+
+    if shutil.which("aarch64-linux-gnu-gcc") is None:
+        pytest.skip("no aarch64-linux-gnu-gcc: sudo bash scripts/install-aarch64-toolchain.sh")
+    target = artifact_cache.target_spec("cortex-a76")
+    key = artifact_cache.library_key(precision=precision, target=target)
+    out = cache_dir() / "test-artifacts" / f"library-{key}"
+    return artifact_cache.ensure_compiled(out, lambda: kokoro_model, precision=precision, target=target, quiet=True)
+
+
+@pytest.fixture(scope="session")
+def arm_library(kokoro_model):
+    """``kokoro_model`` cross-compiled for cortex-a76, fp32 (``cross_compiled``)."""
+    return cross_compiled(kokoro_model)

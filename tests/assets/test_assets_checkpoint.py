@@ -231,6 +231,23 @@ def test_safetensors_read_without_torch_and_pth_says_what_to_install(tmp_path):
     assert not (tmp_path / "out.safetensors").exists()
 
 
+def test_a_safetensors_checkpoint_without_safetensors_installed_says_what_to_install(tmp_path):
+    """The bare wheel (no `speak` extra) given a .safetensors: `kokoro-tvm say --weights` ends in one line."""
+    good = raw_safetensors(tmp_path / "w.safetensors", {UPS: ("BF16", [1], struct.pack("<H", 0x3FC0))})
+    script = (
+        "import sys; sys.modules['safetensors'] = None  # `import safetensors` now fails\n"
+        "from kokoro_tvm_ext.cli import main\n"
+        f"sys.exit(main(['say', 'Hi.', '--weights', {str(good)!r}, '-o', {str(tmp_path / 'x.wav')!r}]))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    err = proc.stderr.strip()
+    assert proc.returncode == 3 and "Traceback" not in err, err
+    line = err.splitlines()[-1]  # after the notes on what it was doing
+    assert f"reading the .safetensors checkpoint {good} needs safetensors" in line
+    assert "pip install 'kokoro-tvm-ext[speak]'" in line
+    assert not (tmp_path / "x.wav").exists()
+
+
 # ---------------------------------------------------------------------------------------------
 # The bundled KModel layout
 

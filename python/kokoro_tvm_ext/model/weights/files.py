@@ -124,8 +124,13 @@ def _unreadable(path: Path, err: Exception) -> str:
 
 
 def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
-    import safetensors
-    from safetensors import SafetensorError, safe_open
+    try:
+        import safetensors
+        from safetensors import SafetensorError, safe_open
+    except ImportError:
+        raise MissingAssetError(
+            f"reading the .safetensors checkpoint {path} needs safetensors: pip install 'kokoro-tvm-ext[speak]'"
+        ) from None
 
     out: dict[str, np.ndarray] = {}
     bf16: list[str] = []

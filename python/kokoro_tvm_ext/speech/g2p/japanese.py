@@ -15,7 +15,9 @@ applies between them.
 from __future__ import annotations
 
 import re
+import sys
 import threading
+import types
 import unicodedata
 from functools import lru_cache
 
@@ -32,12 +34,44 @@ _LONG_NUMBER = re.compile(r"\d{10,}")  # misaki's kana numbers stop at 9 digits 
 _NO_SPACE_BEFORE_GLOTTAL = re.compile(r'(?<![!",.:;?»—…”]) (?=ʔ)|(?<=ʔ) (?!["«“])')
 
 
+# Where mojimoji's full-width-to-half-width table goes beyond jaconv's, on NFKC-normalized text.
+_QUOTES_TO_ASCII = str.maketrans({"\u2018": "`", "\u2019": "'", "\u201d": '"'})
+
+
+def mojimoji_stand_in() -> types.ModuleType:
+    """mojimoji's two width conversions on jaconv (pure Python): on NFKC-normalized text, which is all misaki
+    gives them, they agree with mojimoji's character for character (tests/speech/test_japanese_widths.py)."""
+    import jaconv
+
+    module = types.ModuleType("mojimoji")
+    module.zen_to_han = lambda text, kana=True, digit=True, ascii=True: jaconv.z2h(
+        text.translate(_QUOTES_TO_ASCII) if ascii else text, kana=kana, digit=digit, ascii=ascii
+    )
+    module.han_to_zen = lambda text, kana=True, digit=True, ascii=True: jaconv.h2z(
+        text, kana=kana, digit=digit, ascii=ascii
+    )
+    return module
+
+
+def _misaki_cutlet() -> types.ModuleType:
+    """misaki's cutlet module. It imports mojimoji, a C extension with no aarch64 wheel (so `[speak]` leaves it
+    out there); where that is missing, the stand-in takes its name first."""
+    try:
+        import mojimoji  # noqa: F401
+    except ImportError:
+        sys.modules["mojimoji"] = mojimoji_stand_in()
+    from misaki import cutlet as misaki_cutlet
+
+    return misaki_cutlet
+
+
 @lru_cache(maxsize=1)
 def cutlet():
     """misaki's Cutlet with a MeCab tagger on unidic-lite's dictionary."""
     import fugashi
     import unidic_lite
-    from misaki import cutlet as misaki_cutlet
+
+    misaki_cutlet = _misaki_cutlet()
 
     class UnidicLiteCutlet(misaki_cutlet.Cutlet):
         def __init__(self) -> None:  # noqa: D401 - not Cutlet.__init__: its Tagger() wants full unidic
@@ -79,12 +113,11 @@ def _pieces(sentence: str) -> list[str]:
 def _groups(words) -> list[list]:
     """Cutlet's word grouping: from each position, the longest run of same-type MeCab words
     whose joined surface is in misaki's Japanese word list, else the single word."""
-    from misaki.cutlet import JA_WORDS
-
+    ja_words = _misaki_cutlet().JA_WORDS
     groups, i = [], 0
     while i < len(words):
         end = next((k for k in range(i + 1, len(words)) if words[k].char_type != words[i].char_type), len(words))
-        j = next((k for k in range(end, i, -1) if "".join(w.surface for w in words[i:k]) in JA_WORDS), i + 1)
+        j = next((k for k in range(end, i, -1) if "".join(w.surface for w in words[i:k]) in ja_words), i + 1)
         groups.append(words[i:j])
         i = j
     return groups
@@ -104,8 +137,8 @@ def paragraph_words(sentence: str, cancel: threading.Event | None = None) -> lis
 
 def _sentence_words(paragraph: str) -> list[Word]:
     import jaconv
-    from misaki.cutlet import Word as CutletWord
 
+    CutletWord = _misaki_cutlet().Word
     reader = cutlet()
     with _lock:  # MeCab's tagger is not thread-safe
         expected, _ = reader(paragraph)
