@@ -96,25 +96,9 @@ def small_artifact(kokoro_model):
     return ensure_compiled(out, lambda: kokoro_model, quiet=True)
 
 
-def cross_compiled(kokoro_model, precision: str = "fp32"):
-    """``kokoro_model`` cross-compiled for cortex-a76 (a Raspberry Pi 5's CPU) in ``precision``: a library-only
-    artifact (no weights: its transforms run on aarch64 only), the same for any weights of this config. Kept in
-    the user cache under ``test-artifacts/`` like ``small_artifact``, keyed by the compiler sources, the
-    precision and the target."""
-    import shutil
-
-    from kokoro_tvm_ext.model import artifact_cache
-    from kokoro_tvm_ext.support.cache import cache_dir
-
-    if shutil.which("aarch64-linux-gnu-gcc") is None:
-        pytest.skip("no aarch64-linux-gnu-gcc: sudo bash scripts/install-aarch64-toolchain.sh")
-    target = artifact_cache.target_spec("cortex-a76")
-    key = artifact_cache.library_key(precision=precision, target=target)
-    out = cache_dir() / "test-artifacts" / f"library-{key}"
-    return artifact_cache.ensure_compiled(out, lambda: kokoro_model, precision=precision, target=target, quiet=True)
-
-
 @pytest.fixture(scope="session")
 def arm_library(kokoro_model):
-    """``kokoro_model`` cross-compiled for cortex-a76, fp32 (``cross_compiled``)."""
+    """``kokoro_model`` cross-compiled for cortex-a76, fp32 (precision_modes.cross_compiled)."""
+    from precision_modes import cross_compiled
+
     return cross_compiled(kokoro_model)

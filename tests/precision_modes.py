@@ -4,6 +4,7 @@ the fallback run in a child process, the compiled artifact of a mode, and how it
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -70,6 +71,22 @@ def precision_runtime(kokoro_model, precision: str):
 
     out = cache_dir() / "test-artifacts" / artifact_key("random-weights-seed0", precision=precision)
     return kokoro_tvm_ext.KokoroTVM(ensure_compiled(out, lambda: kokoro_model, precision=precision, quiet=True))
+
+
+def cross_compiled(kokoro_model, precision: str = "fp32"):
+    """``kokoro_model`` cross-compiled for cortex-a76 (a Raspberry Pi 5's CPU) in ``precision``: a library-only
+    artifact (no weights: its transforms run on aarch64 only), the same for any weights of this config. Kept in
+    the user cache under ``test-artifacts/`` like ``small_artifact``, keyed by the compiler sources, the
+    precision and the target."""
+    from kokoro_tvm_ext.model import artifact_cache
+    from kokoro_tvm_ext.support.cache import cache_dir
+
+    if shutil.which("aarch64-linux-gnu-gcc") is None:
+        pytest.skip("no aarch64-linux-gnu-gcc: sudo bash scripts/install-aarch64-toolchain.sh")
+    target = artifact_cache.target_spec("cortex-a76")
+    key = artifact_cache.library_key(precision=precision, target=target)
+    out = cache_dir() / "test-artifacts" / f"library-{key}"
+    return artifact_cache.ensure_compiled(out, lambda: kokoro_model, precision=precision, target=target, quiet=True)
 
 
 def snr_db(got: np.ndarray, want: np.ndarray) -> float:
