@@ -80,12 +80,12 @@ def _installed(venv: Path) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def dist(tmp_path_factory) -> Path:
-    """The release script's wheel and sdist (its prebuilt libraries left out: the companion wheel below)."""
-    out = tmp_path_factory.mktemp("dist")
-    env = {**os.environ, "PYTHON": sys.executable, "KOKORO_TVM_PREBUILT_LEVELS": ""}
-    _run(["bash", ROOT / "scripts" / "build-wheels.sh", out], cwd=ROOT, env=env)
-    return out
+def dist() -> Path:
+    """The release script's wheel and sdist (its prebuilt libraries left out: the companion wheel below), built
+    once per run (release_build.py)."""
+    from release_build import release_dist
+
+    return release_dist()
 
 
 @pytest.fixture(scope="module")
@@ -327,6 +327,9 @@ def test_sdist_builds_and_installs_in_a_clean_venv_with_cargo(dist, tmp_path):
     # dependencies (gemm, pyo3, ...) so only our crates compile from the sdist.
     env = {**_bare_env(venv, str(Path(cargo).parent), "/usr/bin", "/bin"), "CARGO_TARGET_DIR": str(ROOT / "target")}
     env.update({k: os.environ[k] for k in ("RUSTUP_HOME", "CARGO_HOME") if k in os.environ})
-    _uv_pip(venv, "install", "-q", sdist, env=env)
+    from release_build import one_build_at_a_time
+
+    with one_build_at_a_time():  # maturin stages its extension in the shared target dir
+        _uv_pip(venv, "install", "-q", sdist, env=env)
     result = _run([venv / "bin" / "python", "-c", KERNEL_CHECK], env=_bare_env(venv), cwd=venv)
     assert f"KERNEL-OK {venv}" in result.stdout

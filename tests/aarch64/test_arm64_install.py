@@ -87,13 +87,14 @@ def arm64(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def arm_wheels(arm_library, tmp_path_factory) -> tuple[Path, Path]:
-    """Our aarch64 wheel (scripts/build-wheels.sh) and the companion wheel of the cortex-a76 library."""
-    out = tmp_path_factory.mktemp("dist")
-    env = {**os.environ, "PYTHON": sys.executable, "KOKORO_TVM_PREBUILT_LEVELS": ""}
-    _run(["bash", ROOT / "scripts" / "build-wheels.sh", out], cwd=ROOT, env=env)
-    wheels = list(out.glob("kokoro_tvm_ext-*_aarch64.whl"))
+    """Our aarch64 wheel (scripts/build-wheels.sh, built once per run: release_build.py) and the companion wheel
+    of the cortex-a76 library."""
+    from release_build import release_dist
+
+    wheels = list(release_dist().glob("kokoro_tvm_ext-*_aarch64.whl"))
     if not wheels:
         pytest.skip("no aarch64 toolchain here: sudo bash scripts/install-aarch64-toolchain.sh")
+    out = tmp_path_factory.mktemp("companion")
     _run(
         [sys.executable, ROOT / "scripts" / "build_artifacts_wheel.py", out, "--artifact", f"{QEMU_CPU}={arm_library}"]
     )
