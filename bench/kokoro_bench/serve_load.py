@@ -23,7 +23,7 @@ import threading
 import time
 
 from kokoro_harness.ports import free_port
-from kokoro_harness.server import model_seconds, wait_until_healthy
+from kokoro_harness.server import model_seconds, stop, wait_until_healthy
 
 from kokoro_bench.table import machine_line, print_table
 from kokoro_tvm_ext.model.spec import SAMPLE_RATE
@@ -122,11 +122,7 @@ class Server:
         return _vm(self.proc.pid, "VmRSS")
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop(self.proc, timeout=30)
 
 
 def _audio_seconds(data: bytes, fmt: str) -> float:

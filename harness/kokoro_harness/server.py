@@ -1,4 +1,5 @@
-"""A running ``kokoro-tvm serve``, seen from outside: when it is healthy, and its own totals from ``/metrics``."""
+"""A running ``kokoro-tvm serve``, seen from outside: when it is healthy, its own totals from ``/metrics``, and
+ending it."""
 
 from __future__ import annotations
 
@@ -22,6 +23,16 @@ def wait_until_healthy(url: str, proc: subprocess.Popen, timeout: float) -> None
         if time.monotonic() > deadline:
             raise RuntimeError(f"not healthy after {timeout:.0f} s")
         time.sleep(0.3)
+
+
+def stop(proc: subprocess.Popen, timeout: float = 20) -> None:
+    """End ``proc``: SIGTERM, then SIGKILL if it has not exited within ``timeout`` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def model_seconds(url: str) -> tuple[float, float]:

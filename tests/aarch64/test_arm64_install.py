@@ -288,7 +288,7 @@ def test_serve_wyoming_and_book_speak_there(installed, voices, tmp_path):
     import av
     import openai
     from kokoro_harness.ports import free_port
-    from kokoro_harness.server import wait_until_healthy
+    from kokoro_harness.server import stop, wait_until_healthy
     from wyoming.audio import AudioChunk, AudioStop
     from wyoming.client import AsyncTcpClient
     from wyoming.info import Describe, Info
@@ -333,6 +333,5 @@ def test_serve_wyoming_and_book_speak_there(installed, voices, tmp_path):
         assert any(v.name == "af_heart" for v in info.tts[0].voices) and samples > 24000 // 4  # "Hi." at speed 1
         assert proc.poll() is None
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        stop(proc, timeout=30)
     assert "Traceback" not in log.read_text(), log.read_text()[-3000:]

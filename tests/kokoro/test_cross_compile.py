@@ -45,21 +45,16 @@ if cpu_features.host_arch() != "x86_64":
     pytest.skip("cross-compiles for aarch64 from an x86-64 machine", allow_module_level=True)
 
 
-@pytest.fixture(scope="module")
-def arm_artifact(arm_library):
-    return arm_library
-
-
 def elf_machine(path) -> int:
     header = path.read_bytes()[:20]
     assert header[:4] == b"\x7fELF" and header[4] == 2 and header[5] == 1  # 64-bit, little-endian
     return struct.unpack_from("<H", header, 18)[0]
 
 
-def test_the_library_is_an_aarch64_elf_without_weights(arm_artifact, small_artifact):
-    assert elf_machine(arm_artifact / LIBRARY) == EM_AARCH64
+def test_the_library_is_an_aarch64_elf_without_weights(arm_library, small_artifact):
+    assert elf_machine(arm_library / LIBRARY) == EM_AARCH64
     assert elf_machine(small_artifact / LIBRARY) == 62  # this machine's, for contrast
-    meta = read_meta(arm_artifact)
+    meta = read_meta(arm_library)
     assert meta["arch"] == "aarch64" and read_meta(small_artifact)["arch"] == "x86_64"
     assert meta["target"] == {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "cortex-a76"}
     # LLVM's cortex-a76, as QEMU's cortex-a76 reports it in AT_HWCAP (tests/test_cpu_features.py).
@@ -68,7 +63,7 @@ def test_the_library_is_an_aarch64_elf_without_weights(arm_artifact, small_artif
     assert set(meta["checkpoint_weights"].values()) == {0}
     assert meta["checkpoint_inputs"] == read_meta(small_artifact)["checkpoint_inputs"]  # what binding takes
     assert meta["token_embeddings"] == []  # found among the weights when they are bound
-    assert (arm_artifact / WEIGHTS).stat().st_size == 0  # Kokoro's library has no constants of its own
+    assert (arm_library / WEIGHTS).stat().st_size == 0  # Kokoro's library has no constants of its own
 
 
 REFUSAL = (
@@ -77,13 +72,13 @@ REFUSAL = (
 )
 
 
-def test_loading_it_here_is_refused_in_one_line_naming_both(arm_artifact, tmp_path, capsys):
+def test_loading_it_here_is_refused_in_one_line_naming_both(arm_library, tmp_path, capsys):
     with pytest.raises(UnsupportedCPUError) as caught:
-        kokoro_tvm_ext.KokoroTVM(arm_artifact)
-    assert str(caught.value) == f"{arm_artifact} {REFUSAL}"
+        kokoro_tvm_ext.KokoroTVM(arm_library)
+    assert str(caught.value) == f"{arm_library} {REFUSAL}"
 
     # Given as the artifact, it is refused before any weights are looked for (none exist at that path).
-    config = SpeakerConfig(artifact=arm_artifact, weights=tmp_path / "no-such-weights.safetensors")
+    config = SpeakerConfig(artifact=arm_library, weights=tmp_path / "no-such-weights.safetensors")
     with pytest.raises(UnsupportedCPUError, match="this machine is x86_64"):
         config.resolved()
 
@@ -92,14 +87,14 @@ def test_loading_it_here_is_refused_in_one_line_naming_both(arm_artifact, tmp_pa
     voice = tmp_path / "voice.npy"
     np.save(voice, np.zeros((510, 1, 256), np.float32))
     out = tmp_path / "out.wav"
-    say = ["say", "--artifact", str(arm_artifact), "--phonemes", "hˈɛlO", "--voice", str(voice), "-o", str(out)]
+    say = ["say", "--artifact", str(arm_library), "--phonemes", "hˈɛlO", "--voice", str(voice), "-o", str(out)]
     assert main(say) == 3
     err = capsys.readouterr().err
-    assert f"{arm_artifact} {REFUSAL}" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert f"{arm_library} {REFUSAL}" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert not out.exists()
 
 
-def test_compile_says_where_it_is_and_what_to_do_on_the_target(arm_artifact, tmp_path, monkeypatch, capsys):
+def test_compile_says_where_it_is_and_what_to_do_on_the_target(arm_library, tmp_path, monkeypatch, capsys):
     """`kokoro-tvm compile --target cortex-a76`: the entry on stdout, what to do with it on stderr (the compile
     is the fixture's, copied: its real run is the fixture)."""
     from kokoro_tvm_ext.cli import main
@@ -107,7 +102,7 @@ def test_compile_says_where_it_is_and_what_to_do_on_the_target(arm_artifact, tmp
     def compile_by_copy(model, out_dir, **kwargs):
         assert kwargs["target"]["mtriple"] == "aarch64-linux-gnu"
         for name in (LIBRARY, WEIGHTS, META):
-            shutil.copy(arm_artifact / name, out_dir / name)
+            shutil.copy(arm_library / name, out_dir / name)
 
     monkeypatch.setenv("KOKORO_TVM_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(artifact_cache, "load_kmodel", lambda weights: None)
@@ -160,14 +155,14 @@ def test_an_x86_artifact_is_refused_on_an_aarch64_machine(small_artifact, tmp_pa
         kokoro_tvm_ext.KokoroTVM(older)
 
 
-def test_the_companion_wheel_packs_an_aarch64_level_in_a_wheel_of_its_own(arm_artifact, small_artifact, tmp_path):
+def test_the_companion_wheel_packs_an_aarch64_level_in_a_wheel_of_its_own(arm_library, small_artifact, tmp_path):
     """scripts/build_artifacts_wheel.py groups levels by architecture: the x86 library and the aarch64 one land in
     two wheels, each tagged with its architecture (read from the ELF) and glibc, so pip installs each where its
     library runs, and refuses the other."""
     root = Path(__file__).resolve().parents[2]
     level = json.loads((small_artifact / "meta.json").read_text())["target"]["mcpu"]
     command = [sys.executable, root / "scripts" / "build_artifacts_wheel.py", tmp_path / "dist"]
-    command += ["--artifact", f"{level}={small_artifact}", "--artifact", f"cortex-a76={arm_artifact}"]
+    command += ["--artifact", f"{level}={small_artifact}", "--artifact", f"cortex-a76={arm_library}"]
     subprocess.run(command, check=True, capture_output=True)
     wheels = sorted(p.name for p in (tmp_path / "dist").glob("*.whl"))
     assert len(wheels) == 2 and re.fullmatch(r".*-py3-none-manylinux_2_\d+_aarch64\.whl", wheels[0]), wheels
@@ -199,7 +194,7 @@ def test_an_int8_library_cross_compiles_for_a_pi_5(kokoro_model, tmp_path, monke
     """`kokoro-tvm compile --target cortex-a76 --precision int8`: a named target gets the precision asked, whatever
     this machine computes in (here its int8 instructions hidden); the Pi decides at load (SDOT with dotprod, else
     fp32 kernels with a notice). The library calls the int8 kernels. The compile is kept in the user cache, as
-    ``arm_artifact``'s."""
+    ``arm_library``'s."""
     if shutil.which("aarch64-linux-gnu-gcc") is None:
         pytest.skip("no aarch64-linux-gnu-gcc (apt-get install gcc-aarch64-linux-gnu)")
     from kokoro_tvm_ext.cli import main

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from kokoro_harness.server import wait_until_healthy
+from kokoro_harness.server import stop, wait_until_healthy
 
 SPEED = 4.0
 SAMPLE_RATE = 24000
@@ -84,11 +84,7 @@ def running_server(artifact: Path, log_path: Path, env_overrides: dict | None = 
     try:
         yield proc, url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
         log.close()
 
 
@@ -134,11 +130,7 @@ def running_wyoming(artifact: Path, log_path: Path, *options: str):
         assert proc.poll() is None, log_path.read_text()[-3000:]
         assert "Traceback" not in log_path.read_text(), log_path.read_text()[-3000:]
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
 
 
 @pytest.fixture(scope="session")

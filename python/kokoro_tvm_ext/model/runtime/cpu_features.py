@@ -260,36 +260,29 @@ OLDER_CPUS = {"x86_64": ("x86-64-v3", "x86-64-v2"), "aarch64": ("cortex-a72", "g
 _int8_noticed = False
 _fallback_noticed: set[str] = set()
 
-# Per architecture, precision -> (the CPU features its kernels compute with, any one of them; the variable that
-# hides them; what the notice calls them), as the Rust kernels decide (tvm-ext/src/gemm/int8, gemm/bf16). One
-# variable per precision on every architecture: KOKORO_TVM_EXT_NO_VNNI hides dotprod and i8mm on aarch64 too.
+# precision -> the variable that hides its native instructions, on every architecture (the Rust kernels read it).
+HIDING = {"int8": "KOKORO_TVM_EXT_NO_VNNI", "bf16": "KOKORO_TVM_EXT_NO_BF16"}
+# Per architecture, precision -> (the CPU features its kernels compute with, any one of them; what the notice calls
+# them), as the Rust kernels decide (tvm-ext/src/gemm/int8, gemm/bf16).
 NATIVE_FEATURES = {
-    "x86_64": {
-        "int8": (("avx512vnni",), "KOKORO_TVM_EXT_NO_VNNI", "AVX512-VNNI"),
-        "bf16": (("avx512bf16",), "KOKORO_TVM_EXT_NO_BF16", "AVX512-BF16"),
-    },
-    "aarch64": {
-        "int8": (("dotprod", "i8mm"), "KOKORO_TVM_EXT_NO_VNNI", "dotprod (SDOT)"),
-        "bf16": (("bf16",), "KOKORO_TVM_EXT_NO_BF16", "bf16 (BFDOT)"),
-    },
+    "x86_64": {"int8": (("avx512vnni",), "AVX512-VNNI"), "bf16": (("avx512bf16",), "AVX512-BF16")},
+    "aarch64": {"int8": (("dotprod", "i8mm"), "dotprod (SDOT)"), "bf16": (("bf16",), "bf16 (BFDOT)")},
 }
 
 
-def _native(precision: str, arch: str | None) -> tuple[tuple[str, ...], str, str]:
+def _native(precision: str, arch: str | None) -> tuple[tuple[str, ...], str]:
     """``precision``'s entry of NATIVE_FEATURES on ``arch`` (None: this machine's); none on another architecture."""
-    arch = arch or host_arch()
-    fallback = {"int8": "KOKORO_TVM_EXT_NO_VNNI", "bf16": "KOKORO_TVM_EXT_NO_BF16"}[precision]
-    return NATIVE_FEATURES.get(arch, {}).get(precision, ((), fallback, f"{precision} instructions"))
+    return NATIVE_FEATURES.get(arch or host_arch(), {}).get(precision, ((), f"{precision} instructions"))
 
 
 def computes_natively(precision: str, have: set[str] | None, arch: str | None = None) -> bool:
     """Whether ``precision``'s kernels compute in it on a CPU of ``arch`` (None: this machine's) with the
     features ``have`` (fp32 always does): the CPU has one of its features and the variable does not hide them
     (the Rust kernels decide the same way)."""
-    if precision not in ("int8", "bf16"):
+    if precision not in HIDING:
         return True
-    features, hiding, _ = _native(precision, arch)
-    hidden = os.environ.get(hiding, "") not in ("", "0")
+    features, _ = _native(precision, arch)
+    hidden = os.environ.get(HIDING[precision], "") not in ("", "0")
     return have is not None and any(f in have for f in features) and not hidden
 
 
@@ -308,9 +301,9 @@ def precision_here(precision: str, have: set[str] | None, arch: str | None = Non
         return precision
     if precision not in _fallback_noticed:
         _fallback_noticed.add(precision)
-        _, hiding, name = _native(precision, arch)
+        _, name = _native(precision, arch)
         logging.getLogger("kokoro_tvm_ext").warning(
-            f"kokoro-tvm: this CPU lacks {name} (or {hiding} is set): {precision} runs as fp32, "
+            f"kokoro-tvm: this CPU lacks {name} (or {HIDING[precision]} is set): {precision} runs as fp32, "
             f"which is faster here than {precision}'s fallback kernels"
         )
     return "fp32"
@@ -322,9 +315,9 @@ def notice_int8_fallback(have: set[str] | None, arch: str | None = None) -> None
     if _int8_noticed or int8_native(have, arch):
         return
     _int8_noticed = True
-    _, hiding, name = _native("int8", arch)
+    _, name = _native("int8", arch)
     logging.getLogger("kokoro_tvm_ext").warning(
-        f"kokoro-tvm: this CPU lacks {name} (or {hiding} is set): the int8 artifact "
+        f"kokoro-tvm: this CPU lacks {name} (or {HIDING['int8']} is set): the int8 artifact "
         "runs its convolutions and matmuls in fp32 on the dequantized weights"
     )
 

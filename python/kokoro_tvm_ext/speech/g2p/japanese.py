@@ -53,6 +53,7 @@ def mojimoji_stand_in() -> types.ModuleType:
     return module
 
 
+@lru_cache(maxsize=1)
 def _misaki_cutlet() -> types.ModuleType:
     """misaki's cutlet module. It imports mojimoji, a C extension with no aarch64 wheel (so `[speak]` leaves it
     out there); where that is missing, the stand-in takes its name first."""
