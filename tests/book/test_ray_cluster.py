@@ -135,7 +135,7 @@ def test_the_ray_serve_deployment_answers_as_the_server_does_and_enforces_its_ke
     ray.init(address=cluster, logging_level="ERROR", log_to_driver=False)
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
-        app = build_app(str(artifact), num_replicas=1, api_keys=[key], allowed_hosts="127.0.0.1", max_body_bytes=4096)
+        app = build_app(str(artifact), num_replicas=1, api_key=[key], allowed_hosts="127.0.0.1", max_body_bytes=4096)
         serve.run(app, name="kokoro", route_prefix="/")
         url = f"http://127.0.0.1:{port}"
         assert httpx.get(f"{url}/health", timeout=60).json()["status"] == "healthy"  # open, as in `serve`

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kokoro_tvm_ext.serve.options import check_scheduling
+from kokoro_tvm_ext.serve.scheduler import MAX_BATCH
 from kokoro_tvm_ext.speech.chunks import FIRST_CHUNK_TOKENS
-from kokoro_tvm_ext.speech.config import SpeakerConfig
+from kokoro_tvm_ext.speech.config import PRECISIONS, SpeakerConfig
 from kokoro_tvm_ext.speech.g2p.languages import codes_text, tags_text
 from kokoro_tvm_ext.speech.speaker import MAX_SPEED, MIN_SPEED
 from kokoro_tvm_ext.support.errors import InvalidInputError
@@ -19,7 +21,7 @@ VOICE_HELP = (
 def add_precision_argument(parser) -> None:
     parser.add_argument(
         "--precision",
-        choices=["fp32", "bf16", "int8"],
+        choices=PRECISIONS,
         default="fp32",
         help="bf16: the decoder's convolutions and matmuls, except the residual blocks' (f32 Winograd), on "
         "bf16 inputs and weights with f32 accumulation where the CPU has AVX512-BF16 (else the fp32 artifact); about "
@@ -60,7 +62,7 @@ def add_scheduler_arguments(parser) -> None:
     parser.add_argument(
         "--max-batch",
         type=int,
-        default=4,
+        default=MAX_BATCH,
         metavar="N",
         help="first chunks of different requests synthesized in one call (default: %(default)s)",
     )
@@ -76,10 +78,7 @@ def add_scheduler_arguments(parser) -> None:
 
 
 def check_scheduler_arguments(args) -> None:
-    if args.max_batch < 1:
-        raise InvalidInputError(f"--max-batch must be at least 1, got {args.max_batch}")
-    if args.first_chunk_tokens < 0:
-        raise InvalidInputError(f"--first-chunk-tokens must be 0 or more, got {args.first_chunk_tokens}")
+    check_scheduling(args.max_batch, args.first_chunk_tokens, as_flags=True)
 
 
 def check_voice_arguments(args) -> None:
@@ -90,12 +89,10 @@ def check_voice_arguments(args) -> None:
         raise InvalidInputError(f"--seed must be 0 or more, got {args.seed}")
 
 
-def speaker_config(args):
+def model_config(args) -> SpeakerConfig:
     """The model options (``add_model_arguments``, and ``--backend`` where a command has it) as the one
-    :class:`~kokoro_tvm_ext.speech.config.SpeakerConfig` every front end opens, checked and with its lexicon
-    read: a bad value is one line naming the flag, before any slow step."""
-
-    config = SpeakerConfig(
+    :class:`~kokoro_tvm_ext.speech.config.SpeakerConfig` every front end opens, as given (not checked)."""
+    return SpeakerConfig(
         artifact=Path(args.artifact).expanduser() if args.artifact else None,
         weights=args.weights,
         precision=args.precision,
@@ -103,5 +100,11 @@ def speaker_config(args):
         lexicon=args.lexicon,
         backend=getattr(args, "backend", "tvm"),
     )
+
+
+def speaker_config(args) -> SpeakerConfig:
+    """``model_config(args)`` checked and with its lexicon read: a bad value is one line naming the flag, before
+    any slow step."""
+    config = model_config(args)
     config.check(as_flags=True)
     return config.with_lexicon_read()

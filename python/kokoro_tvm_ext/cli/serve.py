@@ -35,18 +35,12 @@ from __future__ import annotations
 
 import sys
 
-from kokoro_tvm_ext.cli.options import (
-    add_model_arguments,
-    add_scheduler_arguments,
-    check_scheduler_arguments,
-    speaker_config,
-)
+from kokoro_tvm_ext.cli.options import add_model_arguments, add_scheduler_arguments, model_config
 from kokoro_tvm_ext.cli.wyoming import import_wyoming
-from kokoro_tvm_ext.serve import options
+from kokoro_tvm_ext.serve import options, server
 from kokoro_tvm_ext.serve.auth import KEYS_ENV
-from kokoro_tvm_ext.serve.openai_voices import configured_aliases
-from kokoro_tvm_ext.serve.voices import VoiceBook
-from kokoro_tvm_ext.speech import Speaker
+from kokoro_tvm_ext.serve.options import MAX_INPUT_CHARS, GuardConfig
+from kokoro_tvm_ext.speech.config import BACKENDS
 from kokoro_tvm_ext.support.errors import InvalidInputError, MissingAssetError
 
 HELP = "serve an OpenAI-compatible speech API (streaming, word timestamps)"
@@ -59,13 +53,13 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--max-input-chars",
         type=int,
-        default=10_000,
+        default=MAX_INPUT_CHARS,
         metavar="N",
         help="longest input accepted; longer gets 413 (default: %(default)s)",
     )
     parser.add_argument(
         "--backend",
-        choices=("tvm", "torch"),
+        choices=BACKENDS,
         default="tvm",
         help="tvm: the compiled artifact; torch: PyTorch eager KModel, for comparison (default: %(default)s)",
     )
@@ -73,7 +67,7 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--max-body-bytes",
         type=int,
-        default=1 << 20,
+        default=GuardConfig.max_body_bytes,
         metavar="N",
         help="largest request body; larger is refused with 413 before it is read (on its Content-Length, "
         "or as soon as that many bytes arrived). The longest input fits in far less even with every "
@@ -82,7 +76,7 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--max-client-requests",
         type=int,
-        default=16,
+        default=GuardConfig.max_client_requests,
         metavar="N",
         help="speech requests in flight at once from one client, an IPv4 address or an IPv6 /64 (until its "
         "response is complete); more get 429 rate_limit_exceeded with Retry-After. Behind a reverse proxy on "
@@ -91,14 +85,14 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--max-requests",
         type=int,
-        default=64,
+        default=GuardConfig.max_requests,
         metavar="N",
         help="speech requests in flight at once from all clients; more get 429 (default: %(default)s)",
     )
     parser.add_argument(
         "--request-timeout",
         type=float,
-        default=300.0,
+        default=GuardConfig.request_timeout,
         metavar="SECONDS",
         help="a request's deadline: SECONDS from its arrival plus the length of the audio sent so far, so a "
         "client playing the stream in real time is never cut. Past it, planning stops and queued chunks "
@@ -107,7 +101,7 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--body-timeout",
         type=float,
-        default=30.0,
+        default=GuardConfig.body_timeout,
         metavar="SECONDS",
         help="time for a request's whole body to arrive once its headers have; past it, 408 and the "
         "connection is closed, its in-flight slot freed (default: %(default)g)",
@@ -115,7 +109,7 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--header-timeout",
         type=float,
-        default=10.0,
+        default=GuardConfig.header_timeout,
         metavar="SECONDS",
         help="time for a request's whole headers to arrive, from the connection's opening or its previous "
         "response; past it the connection is closed (408 if a request had begun). Headers over 64 KiB or "
@@ -124,7 +118,7 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--max-connections",
         type=int,
-        default=256,
+        default=GuardConfig.max_connections,
         metavar="N",
         help="connections open at once, idle or not; more are answered 503 and closed at once. Keep it "
         "under the process's open-file limit (ulimit -n) (default: %(default)s)",
@@ -194,41 +188,16 @@ def add_arguments(parser) -> None:
     )
 
 
-def _check(args):
-    if not 0 <= args.port <= 65535:
-        raise InvalidInputError(f"--port must be 0..65535, got {args.port}")
-    if args.max_input_chars < 1:
-        raise InvalidInputError(f"--max-input-chars must be at least 1, got {args.max_input_chars}")
-    check_scheduler_arguments(args)
-    options.check_seconds("wyoming_idle_timeout", args.wyoming_idle_timeout, as_flags=True)
-    guard_config(args)
-    configured_aliases(args.voice_alias, args.voice_aliases)
-    return speaker_config(args)
-
-
-def voice_book(args):
-    """The voices and their aliases; the operator's aliases checked against the installed voices."""
-
-    aliases, given = configured_aliases(args.voice_alias, args.voice_aliases)
-    book = VoiceBook(aliases)
-    book.check_aliases(given)
-    return book
-
-
-def guard_config(args):
-    """The connection and request bounds, hosts and keys from the flags (checked; hosts defaulted from --host)."""
-    return options.guard_config(
-        host=args.host,
-        allowed_hosts=args.allowed_hosts,
-        api_keys=args.api_key or (),
-        api_key_files=args.api_key_file or (),
-        as_flags=True,
-        **{name: getattr(args, name) for name in options.BOUNDS},
-    )
+def _server(args):
+    """The checked server: every flag of ``server.OPTIONS`` by its name (the rest are the listener's)."""
+    return server.server(model_config(args), as_flags=True, **{name: getattr(args, name) for name in server.OPTIONS})
 
 
 def run(args) -> int:
-    config = _check(args)
+    if not 0 <= args.port <= 65535:
+        raise InvalidInputError(f"--port must be 0..65535, got {args.port}")
+    options.check_seconds("wyoming_idle_timeout", args.wyoming_idle_timeout, as_flags=True)
+    built = _server(args)
     try:
         import av  # noqa: F401
         import fastapi  # noqa: F401
@@ -238,12 +207,9 @@ def run(args) -> int:
         raise MissingAssetError(f"serving needs {err.name}: pip install 'kokoro-tvm-ext[serve]'") from None
 
     from kokoro_tvm_ext.serve import listen
-    from kokoro_tvm_ext.serve.app import create_app
-    from kokoro_tvm_ext.serve.plan import Limits
 
-    guard = guard_config(args)
-    voices = voice_book(args)
-    warning = options.exposure_warning(guard, args.host, "--api-key-file FILE (or --api-key)")
+    guard = built.guard
+    warning = built.exposure_warning("--api-key-file FILE (or --api-key)")
     if warning:
         print(f"kokoro-tvm serve: {warning}", file=sys.stderr)
     wyoming = wyoming_socket = None
@@ -251,23 +217,18 @@ def run(args) -> int:
         wyoming = import_wyoming()
         wyoming_socket = wyoming.listen(args.wyoming, "--wyoming")  # before the model loads: fails at once
     print(f"kokoro-tvm serve: loading the {args.backend} backend", file=sys.stderr)
-    speaker = Speaker.open(config)
-    speaker.warm_up()
-    limits = Limits(
-        max_input_chars=args.max_input_chars, max_tokens=speaker.max_tokens, first_chunk_tokens=args.first_chunk_tokens
-    )
-    app = create_app(speaker, voices=voices, limits=limits, guard=guard, max_batch=args.max_batch, docs=args.docs)
+    app = built.app()
     print(f"kokoro-tvm serve: listening on http://{args.host}:{args.port}", file=sys.stderr)
     wyoming_thread = None
     if wyoming is not None:
         # The same model and scheduler: HTTP and Wyoming requests take turns chunk by chunk.
         wyoming_config = wyoming.WyomingConfig(
-            max_input_chars=args.max_input_chars,
-            first_chunk_tokens=args.first_chunk_tokens,
+            max_input_chars=built.max_input_chars,
+            first_chunk_tokens=built.first_chunk_tokens,
             idle_timeout=args.wyoming_idle_timeout,
-            synthesis_timeout=args.request_timeout,
+            synthesis_timeout=guard.request_timeout,
         )
-        service = wyoming.WyomingService(speaker, app.state.scheduler, wyoming_config)
+        service = wyoming.WyomingService(app.state.speaker, app.state.scheduler, wyoming_config)
         wyoming_thread = wyoming.start_in_thread(service, wyoming_socket)
         print(f"kokoro-tvm serve: Wyoming on {wyoming.address_of(wyoming_socket)}", file=sys.stderr)
     if "*" not in guard.allowed_hosts:

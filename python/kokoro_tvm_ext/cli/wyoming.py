@@ -30,8 +30,8 @@ from kokoro_tvm_ext.cli.options import (
     check_scheduler_arguments,
     speaker_config,
 )
-from kokoro_tvm_ext.serve.options import check_count, check_seconds
-from kokoro_tvm_ext.serve.scheduler import Scheduler
+from kokoro_tvm_ext.serve.options import MAX_INPUT_CHARS, check_count, check_seconds
+from kokoro_tvm_ext.serve.scheduler import CHUNKS_AHEAD, Scheduler
 from kokoro_tvm_ext.speech import DEFAULT_VOICE, Speaker
 from kokoro_tvm_ext.speech.speaker import MAX_SPEED, MIN_SPEED
 from kokoro_tvm_ext.support.errors import InvalidInputError, MissingAssetError
@@ -60,7 +60,7 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--max-input-chars",
         type=int,
-        default=10_000,
+        default=MAX_INPUT_CHARS,
         metavar="N",
         help="longest text of one request, streamed or not; longer gets an error event (default: %(default)s)",
     )
@@ -149,7 +149,7 @@ def run(args) -> int:
         synthesis_timeout=args.synthesis_timeout,
         max_ignored_events=args.max_ignored_events,
     )
-    scheduler = Scheduler(speaker, max_batch=args.max_batch, ahead=wyoming.CHUNKS_AHEAD)
+    scheduler = Scheduler(speaker, max_batch=args.max_batch, ahead=CHUNKS_AHEAD)
     service = wyoming.WyomingService(speaker, scheduler, wyoming_config)
     print(f"kokoro-tvm wyoming: listening on {wyoming.address_of(sock)}", file=sys.stderr, flush=True)
     try:

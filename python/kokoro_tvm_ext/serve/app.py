@@ -21,7 +21,7 @@ from kokoro_tvm_ext.serve.metrics import HttpMetrics, Metrics
 from kokoro_tvm_ext.serve.plan import Limits
 from kokoro_tvm_ext.serve.routes import dev, openai, ops
 from kokoro_tvm_ext.serve.routes.state import set_state
-from kokoro_tvm_ext.serve.scheduler import Scheduler
+from kokoro_tvm_ext.serve.scheduler import CHUNKS_AHEAD, MAX_BATCH, Scheduler
 from kokoro_tvm_ext.serve.voices import VoiceBook
 from kokoro_tvm_ext.speech import UnknownPhonemeWarning
 
@@ -29,7 +29,6 @@ ROUTERS = (openai.router, dev.router, ops.router)
 # What the in-flight limits count: the routes that take model or G2P time, which are the POST routes (the GETs
 # are listings, /health and /metrics, and stay free).
 SPEECH_PATHS = frozenset(route.path for router in ROUTERS for route in router.routes if "POST" in route.methods)
-CHUNKS_AHEAD = 2  # a stream's chunks made and not yet taken by its response: one being sent, one ready
 
 
 def create_app(
@@ -38,7 +37,7 @@ def create_app(
     voices: VoiceBook | None = None,
     limits: Limits | None = None,
     guard: GuardConfig | None = None,
-    max_batch: int = 4,
+    max_batch: int = MAX_BATCH,
     docs: bool = False,
 ) -> FastAPI:
     """``guard``: the request bounds and API keys; its default answers any ``Host`` without a key (the caller

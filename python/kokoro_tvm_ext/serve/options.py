@@ -17,6 +17,7 @@ from kokoro_tvm_ext.serve.auth import KEYS_ENV, collect_keys
 from kokoro_tvm_ext.serve.hosts import LOOPBACK_HOSTS, default_allowed_hosts, parse_allowed_hosts
 from kokoro_tvm_ext.support.errors import InvalidInputError
 
+MAX_INPUT_CHARS = 10_000  # the longest text of one request (HTTP and Wyoming)
 # Fields counted in whole things, and fields in seconds (each must be finite and positive).
 COUNTS = ("max_body_bytes", "max_requests", "max_client_requests", "max_connections")
 SECONDS = ("request_timeout", "body_timeout", "header_timeout")
@@ -67,6 +68,14 @@ def check_count(name: str, value, *, as_flags: bool = False) -> None:
         raise InvalidInputError(f"{option_name(name, as_flags)} must be a whole number, got {value!r}")
     if value < 1:
         raise InvalidInputError(f"{option_name(name, as_flags)} must be at least 1, got {value}")
+
+
+def check_scheduling(max_batch, first_chunk_tokens, *, as_flags: bool = False) -> None:
+    """How a server shares its model (``max_batch``, ``first_chunk_tokens``; HTTP and Wyoming), in range."""
+    check_count("max_batch", max_batch, as_flags=as_flags)
+    if isinstance(first_chunk_tokens, bool) or not isinstance(first_chunk_tokens, int) or first_chunk_tokens < 0:
+        name = option_name("first_chunk_tokens", as_flags)
+        raise InvalidInputError(f"{name} must be 0 or more, got {first_chunk_tokens!r}")
 
 
 def guard_config(

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kokoro_tvm_ext.model.spec import MAX_TOKENS
 from kokoro_tvm_ext.serve.errors import ApiError
-from kokoro_tvm_ext.speech import FIRST_CHUNK_TOKENS, Voice, tokenize
+from kokoro_tvm_ext.serve.options import MAX_INPUT_CHARS
+from kokoro_tvm_ext.speech import FIRST_CHUNK_TOKENS, MAX_TOKENS, Voice, tokenize
 from kokoro_tvm_ext.support.errors import InvalidInputError
 
 
 @dataclass(frozen=True)
 class Limits:
-    max_input_chars: int = 10_000
+    max_input_chars: int = MAX_INPUT_CHARS
     max_tokens: int = MAX_TOKENS
     first_chunk_tokens: int = FIRST_CHUNK_TOKENS  # 0: the whole first clause; N > 0 also cuts it at N tokens
 

@@ -10,28 +10,43 @@ with Ray's CLI (the arguments are this module's ``app_builder`` keys)::
         min_replicas=1 max_replicas=8 target_ongoing_requests=2
 
 or from Python: ``serve.run(build_app("/path/to/artifact", num_replicas=2))``. Every
-node that may host a replica needs this package and the artifact at that path.
+node that may host a replica needs this package and the artifact at that path (without ``artifact``, the
+cached one for ``weights`` and ``precision``, found or compiled where the application is built).
 
-The replicas take the bounds, allowed hosts and API keys of `kokoro-tvm serve`, built by the same
-``options.guard_config``: ``host`` is where Ray's proxy listens (its ``http_options.host``), which
-defaults the allowed hosts and warns, as `kokoro-tvm serve` does, when it is beyond loopback and no
-key is given. Keys come from ``api_key_file`` (or ``api_keys``) and ``KOKORO_TVM_API_KEYS``, read
-where the application is built, and reach the replicas inside it.
+The replicas take every option of `kokoro-tvm serve` by its name, checked by the same builder
+(``server.server``), but those of the listener, which Ray's proxy holds (``NOT_HERE`` says where each goes):
+``host`` is where Ray's proxy listens (its ``http_options.host``), which defaults the allowed hosts and warns,
+as `kokoro-tvm serve` does, when it is beyond loopback and no key is given. Keys come from ``api_key_file`` (or
+``api_key``) and ``KOKORO_TVM_API_KEYS``, read where the application is built, and reach the replicas inside it,
+as the lexicon and the voice aliases do.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from dataclasses import replace
+from inspect import signature
+from pathlib import Path
 
-from kokoro_tvm_ext.serve import options
-from kokoro_tvm_ext.serve.options import GuardConfig
-from kokoro_tvm_ext.speech import Speaker
-from kokoro_tvm_ext.speech.config import SpeakerConfig
+from kokoro_tvm_ext.serve import server
+from kokoro_tvm_ext.serve.options import BOUNDS, GuardConfig
+from kokoro_tvm_ext.speech import SpeakerConfig
 from kokoro_tvm_ext.support.errors import InvalidInputError, MissingAssetError
 
-# The listener's bounds: Ray Serve's proxy holds the connections (its http_options), not the replicas.
-LISTENER_BOUNDS = ("max_connections", "header_timeout")
+PROXY = (
+    "Ray Serve's proxy holds the connections, not the replicas; set its limits in Ray's http_options "
+    "(keep_alive_timeout_s, request_timeout_s)"
+)
+WYOMING = "Ray's proxy carries HTTP only: run `kokoro-tvm wyoming` beside the deployment"
+# `kokoro-tvm serve`'s flags the deployment does not take, and where each goes instead; it takes every other one.
+NOT_HERE = {
+    "port": "Ray's proxy listens on its http_options port",
+    "log_level": "Ray's logging_config sets the replicas' logging",
+    "max_connections": PROXY,
+    "header_timeout": PROXY,
+    "wyoming": WYOMING,
+    "wyoming_idle_timeout": WYOMING,
+}
 
 
 def _serve():
@@ -42,69 +57,47 @@ def _serve():
     return serve
 
 
-def _asgi_builder(config: SpeakerConfig, max_batch: int, guard: GuardConfig, max_input_chars: int, docs: bool):
-    """Called on each replica when it starts: open the Speaker, warm it up, build the app. ``config`` holds its
-    lexicon read (a ``Lexicon`` pickles), so the replicas need no copy of its file."""
-
-    def build():
-        from kokoro_tvm_ext.serve.app import create_app
-        from kokoro_tvm_ext.serve.plan import Limits
-
-        speaker = Speaker.open(config)
-        speaker.warm_up()
-        limits = Limits(max_input_chars=max_input_chars, max_tokens=speaker.max_tokens)
-        return create_app(speaker, limits=limits, guard=guard, max_batch=max_batch, docs=docs)
-
-    return build
-
-
 def build_app(
-    artifact: str,
+    artifact: str | None = None,
     *,
     num_replicas: int | None = None,
     min_replicas: int | None = None,
     max_replicas: int | None = None,
     target_ongoing_requests: float = 2.0,
-    threads: int = 1,
-    max_batch: int = 4,
     max_ongoing_requests: int = 16,
+    threads: int = 1,
+    weights: str | None = None,
+    precision: str = "fp32",
     lexicon: str | None = None,
-    host: str = "127.0.0.1",
-    allowed_hosts: str | Sequence[str] | None = None,
-    api_keys: Sequence[str] = (),
-    api_key_file: str | None = None,
-    max_input_chars: int = 10_000,
-    docs: bool = False,
-    **bounds,
+    backend: str = "tvm",
+    **options,
 ):
     """A Ray Serve application: ``num_replicas`` fixed replicas, or autoscaling between
     ``min_replicas`` and ``max_replicas`` aiming at ``target_ongoing_requests`` per replica.
     Each replica reserves ``threads`` CPUs and runs the model on that many threads. ``lexicon``: a
     lexicon file (docs/pronunciation.md), read here, so a bad line fails the deployment before any replica.
 
-    As `kokoro-tvm serve`'s flags of the same names: ``host`` (where Ray's proxy listens), ``allowed_hosts``,
-    ``api_keys`` and ``api_key_file``, ``max_input_chars``, ``docs`` and the request bounds in ``bounds``
-    (``max_body_bytes``, ``max_requests``, ``max_client_requests``, ``request_timeout``, ``body_timeout``),
-    which apply per replica."""
-    listener = sorted(set(bounds) & set(LISTENER_BOUNDS))
-    if listener:
-        raise InvalidInputError(
-            f"{', '.join(listener)}: Ray Serve's proxy holds the connections, not the replicas; set its "
-            "limits in Ray's http_options (keep_alive_timeout_s, request_timeout_s)"
-        )
-    guard = options.guard_config(
-        host=host,
-        allowed_hosts=allowed_hosts,
-        api_keys=api_keys,
-        api_key_files=[api_key_file] if api_key_file else (),
-        **bounds,
+    ``options``: `kokoro-tvm serve`'s flags of the same names (``server.OPTIONS``: ``host``, where Ray's proxy
+    listens, ``allowed_hosts``, ``api_key``, ``api_key_file``, ``voice_alias``, ``max_batch``,
+    ``first_chunk_tokens``, ``docs``, the request bounds, ...), which apply per replica; those of ``NOT_HERE`` are
+    refused with where they go."""
+    elsewhere = sorted(set(options) & set(NOT_HERE))
+    if elsewhere:
+        raise InvalidInputError("; ".join(f"{name}: {NOT_HERE[name]}" for name in elsewhere))
+    unknown = sorted(set(options) - set(server.OPTIONS))
+    if unknown:
+        raise InvalidInputError(f"unknown option(s) {', '.join(unknown)}")
+    model = SpeakerConfig(
+        artifact=Path(artifact).expanduser() if artifact else None,
+        weights=weights,
+        precision=precision,
+        threads=threads,
+        lexicon=lexicon,
+        backend=backend,
     )
-    options.check_count("max_input_chars", max_input_chars)
-    serve = _serve()
-    config = SpeakerConfig(artifact=artifact, threads=threads, lexicon=lexicon).with_lexicon_read()
+    built = server.server(model, **options)
     if num_replicas is not None and (min_replicas is not None or max_replicas is not None):
         raise InvalidInputError("give num_replicas or min_replicas/max_replicas, not both")
-    config.check()
     settings = {"ray_actor_options": {"num_cpus": threads}, "max_ongoing_requests": max_ongoing_requests}
     if min_replicas is not None or max_replicas is not None:
         low = 1 if min_replicas is None else min_replicas
@@ -118,31 +111,44 @@ def build_app(
         }
     else:
         settings["num_replicas"] = 1 if num_replicas is None else num_replicas
-    warning = options.exposure_warning(guard, host, "api_key_file=FILE")
+    serve = _serve()
+    if artifact is None and backend == "tvm":  # the replicas open the one found (or compiled) here
+        built = replace(built, speaker=built.speaker.resolved())
+    warning = built.exposure_warning("api_key_file=FILE")
     if warning:
         print(f"kokoro-tvm Ray Serve deployment: {warning}", file=sys.stderr)
 
+    # Each replica, when it starts, opens the Speaker, warms it up and builds the app.
     @serve.deployment(name="kokoro-tvm", **settings)
-    @serve.ingress(_asgi_builder(config, max_batch, guard, max_input_chars, docs))
+    @serve.ingress(built.app)
     class KokoroSpeech:
         pass
 
     return KokoroSpeech.bind()
 
 
-# app_builder's keys by type (LISTENER_BOUNDS among them, so build_app refuses them with the reason).
-INTS = ("num_replicas", "min_replicas", "max_replicas", "threads", "max_batch", "max_ongoing_requests")
-INTS += ("max_input_chars", "max_body_bytes", "max_requests", "max_client_requests", "max_connections")
-FLOATS = ("target_ongoing_requests", "request_timeout", "body_timeout", "header_timeout")
-TEXTS = ("lexicon", "host", "allowed_hosts", "api_key_file")
+def _defaults(function) -> dict:
+    return {name: p.default for name, p in signature(function).parameters.items() if p.default is not p.empty}
+
+
+# What app_builder's text values become, by the type of each key's default (build_app's, server.server's and
+# GuardConfig's); the keys whose default is None name theirs here.
+DEFAULTS = {**_defaults(build_app), **_defaults(server.server), **{name: getattr(GuardConfig, name) for name in BOUNDS}}
+WHOLE_NUMBERS = ("num_replicas", "min_replicas", "max_replicas")
+KEYS = {"artifact", *DEFAULTS, *server.OPTIONS, *NOT_HERE} - {"as_flags", "options"}
 
 
 def _parsed(key: str, text: str):
-    if key == "docs":
+    default = 0 if key in WHOLE_NUMBERS else DEFAULTS.get(key)
+    if isinstance(default, bool):
         if text.lower() not in ("true", "false", "1", "0"):
-            raise InvalidInputError(f"docs={text!r} must be true or false")
+            raise InvalidInputError(f"{key}={text!r} must be true or false")
         return text.lower() in ("true", "1")
-    kind, what = (int, "a whole number") if key in INTS else (float, "a number")
+    if isinstance(default, tuple):  # a repeatable flag: one value here
+        return (text,)
+    if not isinstance(default, (int, float)):
+        return text
+    kind, what = (int, "a whole number") if isinstance(default, int) else (float, "a number")
     try:
         return kind(text)
     except ValueError:
@@ -150,15 +156,9 @@ def _parsed(key: str, text: str):
 
 
 def app_builder(args: dict):
-    """``serve run kokoro_tvm_ext.serve.ray_deployment:app_builder key=value ...`` (values arrive as text)."""
-    if "artifact" not in args:
-        raise InvalidInputError("give artifact=DIR: a compiled artifact present on every node")
-    known = {"artifact", "api_key", "docs", *INTS, *FLOATS, *TEXTS}
-    unknown = set(args) - known
+    """``serve run kokoro_tvm_ext.serve.ray_deployment:app_builder key=value ...`` (values arrive as text; a
+    repeatable option takes one value)."""
+    unknown = set(args) - KEYS
     if unknown:
-        raise InvalidInputError(f"unknown argument(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")
-    kwargs = {k: _parsed(k, v) for k, v in args.items() if k in (*INTS, *FLOATS, "docs")}
-    kwargs.update({k: v for k, v in args.items() if k in TEXTS})
-    if "api_key" in args:
-        kwargs["api_keys"] = [args["api_key"]]
-    return build_app(args["artifact"], **kwargs)
+        raise InvalidInputError(f"unknown argument(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(KEYS))}")
+    return build_app(**{key: _parsed(key, text) for key, text in args.items()})

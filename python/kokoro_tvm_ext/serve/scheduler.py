@@ -64,8 +64,12 @@ class Job:
         return (1, self.first_audio_at + self.audio_seconds, self.seq)
 
 
+MAX_BATCH = 4  # first chunks of different requests synthesized in one call
+CHUNKS_AHEAD = 2  # a paced job's chunks made and not yet taken by its consumer: one being sent, one ready
+
+
 class Scheduler:
-    def __init__(self, speaker, *, max_batch: int = 4, ahead: int | None = None, observer=None):
+    def __init__(self, speaker, *, max_batch: int = MAX_BATCH, ahead: int | None = None, observer=None):
         """``speaker``: what synthesizes planned chunks (``Speaker.synthesize``) and its ``sample_rate``;
         ``ahead``: chunks a job may have made and not yet taken by its consumer (None: no pacing);
         ``observer``: has ``observe_first_audio(seconds)`` and ``observe_chunk(seconds)``, called on the worker."""

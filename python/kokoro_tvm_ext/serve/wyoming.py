@@ -53,8 +53,9 @@ from wyoming.ping import Ping, Pong
 from wyoming.server import AsyncEventHandler, AsyncServer, AsyncTcpServer, AsyncUnixServer
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped
 
-from kokoro_tvm_ext import _native
+from kokoro_tvm_ext import __version__
 from kokoro_tvm_ext.serve.chunk_stream import ChunkStream, SynthesisError
+from kokoro_tvm_ext.serve.options import MAX_INPUT_CHARS
 from kokoro_tvm_ext.speech import DEFAULT_VOICE, FIRST_CHUNK_TOKENS, list_voices
 from kokoro_tvm_ext.speech.audio import to_int16
 from kokoro_tvm_ext.speech.g2p.languages import BY_CODE, resolve_lang
@@ -68,7 +69,6 @@ log = logging.getLogger("kokoro_tvm_ext.serve.wyoming")
 PROGRAM = "kokoro-tvm"
 DEFAULT_URI = "tcp://127.0.0.1:10200"
 SAMPLE_WIDTH = 2  # bytes: 16-bit PCM
-CHUNKS_AHEAD = 2  # a standalone scheduler's pacing, as the HTTP app's: one chunk being sent, one ready
 AUDIO_EVENT_SECONDS = 1.0  # a sentence's audio goes out in events of at most this long
 PLANS_AHEAD = 2  # a stream's sentences planned and queued before the one being sent is done
 CLOSE_GRACE = 2.0  # seconds a closed connection may take to send what is left, before it is cut off
@@ -84,7 +84,7 @@ class WyomingConfig:
 
     voice: str = DEFAULT_VOICE  # when a request names neither a voice nor a language
     speed: float = 1.0  # the protocol has no speed: the server's
-    max_input_chars: int = 10_000  # text of one request, streamed or not
+    max_input_chars: int = MAX_INPUT_CHARS  # text of one request, streamed or not
     max_clients: int = 16  # connections at once; more get an error event and are closed
     max_event_bytes: int = 1 << 20  # an event's data and payload; a larger one closes the connection
     first_chunk_tokens: int = FIRST_CHUNK_TOKENS  # the first chunk cut early, as everywhere (0: the first clause)
@@ -196,7 +196,7 @@ def describe_voices() -> list[TtsVoice]:
 
 
 def describe(version: str | None = None) -> Info:
-    version = version if version is not None else _native.__version__
+    version = version if version is not None else __version__
     return Info(
         tts=[
             TtsProgram(
