@@ -192,3 +192,60 @@ def test_a_light_import_inside_a_function_is_found(tmp_path):
         "json inside a function",
         "kokoro_tvm_ext.speech.markup inside a function",
     ]
+
+
+# The apps reach the model and the plugin through the speech layer. The exceptions are the model's own commands:
+# `kokoro-tvm compile` makes an artifact (compile, cross-compile, read its metadata, describe the CPU) and
+# `kokoro-tvm weights` converts a checkpoint; neither speaks, so the speech layer has nothing to give them.
+LOWER = (f"{ROOT}.model", f"{ROOT}.plugin", f"{ROOT}._native")
+APPS_BELOW_SPEECH = {
+    "kokoro_tvm_ext.cli.compile": {
+        "kokoro_tvm_ext.model.artifact_cache",
+        "kokoro_tvm_ext.model.artifact_cache.compiler_installed",
+        "kokoro_tvm_ext.model.artifact_cache.ensure_artifact",
+        "kokoro_tvm_ext.model.artifact_cache.target_spec",
+        "kokoro_tvm_ext.model.compile",
+        "kokoro_tvm_ext.model.compile.compile_kokoro",
+        "kokoro_tvm_ext.model.compile.cross_compiler",
+        "kokoro_tvm_ext.model.runtime.artifact",
+        "kokoro_tvm_ext.model.runtime.artifact.holds_checkpoint",
+        "kokoro_tvm_ext.model.runtime.artifact.read_meta",
+        "kokoro_tvm_ext.model.runtime.cpu_features",
+        "kokoro_tvm_ext.model.runtime.cpu_features.described",
+        "kokoro_tvm_ext.model.runtime.cpu_features.host_arch",
+        "kokoro_tvm_ext.model.weights",
+        "kokoro_tvm_ext.model.weights.find_weights",
+        "kokoro_tvm_ext.model.weights.load_kmodel",
+    },
+    "kokoro_tvm_ext.cli.weights": {
+        "kokoro_tvm_ext.model.weights.files",
+        "kokoro_tvm_ext.model.weights.files.SAFETENSORS",
+        "kokoro_tvm_ext.model.weights.files.read_checkpoint",
+    },
+}
+
+
+def apps_below_speech(package: Path) -> dict[str, set[str]]:
+    """What each app module imports from the model or the plugin layer (or the native library), every import."""
+    found: dict[str, set[str]] = {}
+    for module, _, names, _ in imports(package):
+        if module.startswith(APPS):
+            below = {name for name in names if name.startswith(LOWER)}
+            if below:
+                found.setdefault(module, set()).update(below)
+    return found
+
+
+def test_the_apps_reach_the_model_through_the_speech_layer():
+    assert apps_below_speech(PACKAGE) == APPS_BELOW_SPEECH
+
+
+def test_an_app_importing_the_model_or_the_native_library_is_found(tmp_path):
+    copy = copy_package(tmp_path)
+    plan = copy / "serve" / "plan.py"
+    plan.write_text(plan.read_text() + "\n\ndef _late():\n    from kokoro_tvm_ext.model.spec import MAX_TOKENS\n")
+    book = copy / "book" / "job.py"
+    book.write_text(book.read_text() + "\nfrom kokoro_tvm_ext import _native  # noqa\n")
+    found = apps_below_speech(copy)
+    assert found["kokoro_tvm_ext.serve.plan"] == {"kokoro_tvm_ext.model.spec", "kokoro_tvm_ext.model.spec.MAX_TOKENS"}
+    assert found["kokoro_tvm_ext.book.job"] == {f"{ROOT}._native"}

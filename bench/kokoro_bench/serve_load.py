@@ -27,6 +27,7 @@ from kokoro_harness.server import model_seconds, stop, wait_until_healthy
 
 from kokoro_bench.table import machine_line, print_table
 from kokoro_tvm_ext.model.spec import SAMPLE_RATE
+from kokoro_tvm_ext.speech.config import BACKENDS
 
 SENTENCES = [
     "Kokoro is a small text to speech model with eighty two million parameters.",
@@ -48,8 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--backends",
         nargs="+",
-        default=["tvm", "torch"],
-        choices=["tvm", "torch"],
+        default=list(BACKENDS),
+        choices=BACKENDS,
         help="servers to measure (default: tvm torch)",
     )
     g.add_argument("--clients", nargs="+", type=int, default=[1, 4, 16], help="concurrency levels (default: 1 4 16)")

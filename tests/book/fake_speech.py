@@ -50,12 +50,12 @@ def fake_artifact(directory):
 
 
 def patch_model(setattr) -> None:
-    import kokoro_tvm_ext.cli.book as book_command
+    import kokoro_tvm_ext.book.job as book_job
     from kokoro_tvm_ext.speech import Speaker, SpeakerConfig
 
     setattr(Speaker, "open", classmethod(lambda cls, config=None, **kw: FakeSpeaker()))
     setattr(SpeakerConfig, "resolved", lambda self, **kw: self)  # the fake artifact is used as it is given
-    setattr(book_command, "LocalExecutor", FakeExecutor)
+    setattr(book_job, "LocalExecutor", FakeExecutor)
 
 
 def chapter_samples(chapter, index: int, unit_chars: int) -> np.ndarray:

@@ -1,8 +1,10 @@
 """The driver: which chapters are left, their units to an executor, finished chapters to the store,
 and the book written once all are in (``make_book``).
 
-An executor takes units and yields each one's ``UnitAudio`` as it is done, in any
-order: ``LocalExecutor`` here (one process), ``ray_backend.RayExecutor`` (a cluster).
+``BookJob.prepare`` turns the checked options into the job: the model found (for Ray: on the
+driver, opened by the workers), the resume key, the executor. An executor takes units and yields
+each one's ``UnitAudio`` as it is done, in any order: ``LocalExecutor`` here (one process),
+``ray_backend.RayExecutor`` (a cluster).
 Results are keyed by (chapter, unit): a unit that comes back twice (a retried task)
 counts once, and a chapter is assembled only when every one of its units is in.
 """
@@ -10,14 +12,16 @@ counts once, and a chapter is assembled only when every one of its units is in.
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kokoro_tvm_ext.book.output import BookOutput, ChapterAudio
 from kokoro_tvm_ext.book.plan import UNIT_CHARS, Unit, chapter_units
+from kokoro_tvm_ext.book.ray_backend import RayExecutor
 from kokoro_tvm_ext.book.render import Reading, UnitAudio, render_unit
-from kokoro_tvm_ext.book.resume import ChapterStore
+from kokoro_tvm_ext.book.resume import ChapterStore, book_key
 from kokoro_tvm_ext.book.sources import Book, Chapter
-from kokoro_tvm_ext.speech import Speech
+from kokoro_tvm_ext.speech import Speaker, SpeakerConfig, Speech, Voice
 from kokoro_tvm_ext.support.cache import interrupts_deferred
 from kokoro_tvm_ext.support.errors import InvalidInputError
 
@@ -129,3 +133,52 @@ def make_book(
             written = files.commit()
             store.remove()  # the book is written: the kept chapters have done their job
     return spoken, written, sample_rate
+
+
+@dataclass(frozen=True)
+class BookJob:
+    """A book's work once its options are checked: the model (resolved), how it is read, the unit size, the
+    Ray cluster if any, and where finished chapters are kept."""
+
+    config: SpeakerConfig
+    reading: Reading
+    unit_chars: int
+    ray: str | None
+    store: ChapterStore
+
+    @classmethod
+    def prepare(
+        cls,
+        config: SpeakerConfig,
+        voice: Voice,
+        output: BookOutput,
+        *,
+        speed: float = 1.0,
+        seed: int = 0,
+        unit_chars: int | None = None,
+        ray: str | None = None,
+    ) -> BookJob:
+        """``ray``: a Ray cluster's address (or ``auto``); None: this process. Finds (or compiles) the artifact."""
+        if ray:
+            # The driver only finds the artifact; each Ray worker opens it on config.threads (1 by default).
+            config = replace(replace(config, threads=None).resolved(), threads=config.threads or 1)
+        else:
+            config = config.resolved()
+        reading = Reading(voice, speed, seed, config.lexicon)
+        unit_chars = unit_chars or UNIT_CHARS
+        digest, _ = config.artifact_identity()
+        return cls(config, reading, unit_chars, ray, ChapterStore(output.path, book_key(reading, unit_chars, digest)))
+
+    def open_executor(self):
+        """``(executor, sample rate)``: Ray's tasks (the rate from the artifact's metadata) or this process's
+        Speaker."""
+        if self.ray:
+            return RayExecutor(self.ray, self.config), self.config.artifact_identity()[1]
+        speaker = Speaker.open(self.config)
+        return LocalExecutor(speaker), speaker.sample_rate
+
+    def run(self, book: Book, output: BookOutput, *, quiet: bool = False):
+        """``make_book`` for this job: (chapters with audio, files written, sample rate)."""
+        return make_book(
+            book, output, self.store, self.open_executor, self.reading, quiet=quiet, unit_chars=self.unit_chars
+        )

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import socket
 from dataclasses import replace
-from pathlib import Path
 
 from kokoro_tvm_ext.book.plan import Unit
 from kokoro_tvm_ext.book.render import Reading, UnitAudio, render_in_process
@@ -31,13 +30,13 @@ def _ray():
 
 
 def _render_task(config: SpeakerConfig, unit: Unit, reading: Reading) -> UnitAudio:
-    artifact = Path(config.artifact)
-    if not (artifact / "meta.json").is_file():
+    try:
+        return render_in_process(config, unit, reading)
+    except ArtifactMissingError as err:
         raise ArtifactMissingError(
-            f"no artifact at {artifact} on node {socket.gethostname()}: every node needs "
-            "it at the same path (copy it there, or give --artifact)"
-        )
-    return render_in_process(config, unit, reading)
+            f"on node {socket.gethostname()}: {err}; every node needs the artifact at the same path "
+            "(copy it there, or give --artifact)"
+        ) from None
 
 
 def _check_reachable(address: str) -> None:

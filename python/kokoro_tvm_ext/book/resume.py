@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kokoro_tvm_ext.book.render import Reading
 from kokoro_tvm_ext.book.sources import Chapter
 from kokoro_tvm_ext.speech import Speech
 from kokoro_tvm_ext.speech.timestamps import WordTiming
@@ -37,6 +38,20 @@ def settings_key(**settings) -> str:
     """A hash of everything besides the text that decides the audio (JSON-able values)."""
     blob = json.dumps({"format": FORMAT, **settings}, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()
+
+
+def book_key(reading: Reading, unit_chars: int, artifact: str) -> str:
+    """The settings key of a book read by ``reading`` in units of ``unit_chars``, on the artifact whose metadata
+    has the sha256 ``artifact`` (``SpeakerConfig.artifact_identity``)."""
+    return settings_key(
+        voice=hashlib.sha256(reading.voice.pack.tobytes()).hexdigest(),
+        lang=reading.voice.lang,
+        speed=reading.speed,
+        seed=reading.seed,
+        unit_chars=unit_chars,
+        **({"lexicon": reading.lexicon.digest} if reading.lexicon else {}),  # without one, the key is as before
+        artifact=artifact,
+    )
 
 
 def work_dir(output: Path) -> Path:

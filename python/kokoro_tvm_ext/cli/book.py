@@ -20,18 +20,11 @@ Examples:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import sys
-from dataclasses import replace
-from pathlib import Path
 
-from kokoro_tvm_ext.book.job import LocalExecutor, make_book
+from kokoro_tvm_ext.book.job import BookJob
 from kokoro_tvm_ext.book.output import BookOutput
 from kokoro_tvm_ext.book.plan import UNIT_CHARS
-from kokoro_tvm_ext.book.ray_backend import RayExecutor
-from kokoro_tvm_ext.book.render import Reading
-from kokoro_tvm_ext.book.resume import ChapterStore, settings_key
 from kokoro_tvm_ext.book.sources import EpubLimits, read_book
 from kokoro_tvm_ext.cli.options import (
     add_model_arguments,
@@ -39,7 +32,7 @@ from kokoro_tvm_ext.cli.options import (
     check_voice_arguments,
     speaker_config,
 )
-from kokoro_tvm_ext.speech import Speaker, Voice
+from kokoro_tvm_ext.speech import Voice
 from kokoro_tvm_ext.speech.markup import parse_markup
 from kokoro_tvm_ext.speech.voices import DEFAULT_VOICE
 from kokoro_tvm_ext.support.errors import InvalidInputError
@@ -72,7 +65,7 @@ def add_arguments(parser) -> None:
         default=None,
         metavar="N",
         help="characters of whole paragraphs per unit of work: smaller spreads a chapter over "
-        "more workers (default: 1500, ~100 s of speech)",
+        f"more workers (default: {UNIT_CHARS}, ~100 s of speech)",
     )
     # An EPUB is a zip: what it may hold, checked before any of it is read (a zip bomb is refused in one line).
     limits = EpubLimits()
@@ -152,40 +145,16 @@ def run(args) -> int:
     book = read_book(args.input, limits)
     _check_markup(book)
     voice = Voice.load(args.voice, args.lang)
-    if args.ray:
-        # The driver only finds the artifact; each Ray worker opens it on --threads (1 by default).
-        config = replace(replace(config, threads=None).resolved(), threads=args.threads or 1)
-    else:
-        config = config.resolved()
-    artifact = Path(config.artifact)
-    reading = Reading(voice, args.speed, args.seed, config.lexicon)
-    unit_chars = args.unit_chars or UNIT_CHARS
-    settings = settings_key(
-        voice=hashlib.sha256(voice.pack.tobytes()).hexdigest(),
-        lang=voice.lang,
-        speed=args.speed,
-        seed=args.seed,
-        unit_chars=unit_chars,
-        **({"lexicon": config.lexicon.digest} if config.lexicon else {}),  # without one, the key is as before
-        artifact=hashlib.sha256((artifact / "meta.json").read_bytes()).hexdigest(),
+    job = BookJob.prepare(
+        config, voice, output, speed=args.speed, seed=args.seed, unit_chars=args.unit_chars, ray=args.ray
     )
-    store = ChapterStore(output.path, settings)
-
-    def open_executor():
-        if args.ray:
-            executor = RayExecutor(args.ray, config)
-            return executor, int(json.loads((artifact / "meta.json").read_text())["sample_rate"])
-        speaker = Speaker.open(config)
-        return LocalExecutor(speaker), speaker.sample_rate
-
     try:
-        spoken, written, sample_rate = make_book(
-            book, output, store, open_executor, reading, quiet=args.quiet, unit_chars=unit_chars
-        )
+        spoken, written, sample_rate = job.run(book, output, quiet=args.quiet)
     except KeyboardInterrupt:
-        kept = store.kept(book.chapters)
+        kept = job.store.kept(book.chapters)
         where = (
-            f"; {kept} of {len(book.chapters)} chapters are kept in {store.dir}: run the same command again to go on"
+            f"; {kept} of {len(book.chapters)} chapters are kept in {job.store.dir}: run the same command again to "
+            "go on"
         )
         print(
             f"kokoro-tvm book: interrupted; no file of the book was written to {args.output}{where if kept else ''}",

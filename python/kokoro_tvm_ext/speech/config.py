@@ -14,11 +14,11 @@ from pathlib import Path
 
 from kokoro_tvm_ext.model.artifact_cache import ensure_artifact
 from kokoro_tvm_ext.model.runtime import KokoroTVM, set_num_threads
+from kokoro_tvm_ext.model.runtime.artifact import PRECISIONS, identity
 from kokoro_tvm_ext.model.weights import load_kmodel
 from kokoro_tvm_ext.speech.lexicon import Lexicon, load_lexicon
 from kokoro_tvm_ext.support.errors import ArtifactMissingError, InvalidInputError
 
-PRECISIONS = ("fp32", "bf16", "int8")
 BACKENDS = ("tvm", "torch")
 
 
@@ -95,6 +95,11 @@ class SpeakerConfig:
         self._start_threads()  # a compile runs on them too
         artifact = ensure_artifact(self.weights, precision=self.precision, target=self.target, quiet=quiet)
         return replace(self, artifact=Path(artifact))
+
+    def artifact_identity(self) -> tuple[str, int]:
+        """``(sha256 of the artifact's metadata, its sample rate)`` of a ``resolved()`` config, without loading
+        the model: what a driver keys its results by, and their rate."""
+        return identity(Path(self.artifact).expanduser())
 
     def open_model(self, *, quiet: bool = False):
         """The model this config names: ``KokoroTVM`` on the artifact, or PyTorch's reference for ``torch``."""
