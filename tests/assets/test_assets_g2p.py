@@ -8,8 +8,15 @@ import warnings
 import pytest
 
 from kokoro_tvm_ext.errors import InvalidInputError
-from kokoro_tvm_ext.speech import chunk_phonemes, chunk_text, g2p
-from kokoro_tvm_ext.speech.g2p import UnknownPhonemeWarning, count_tokens, phonemize, tokenize
+from kokoro_tvm_ext.speech import (
+    UnknownPhonemeWarning,
+    chunk_phonemes,
+    chunk_text,
+    count_tokens,
+    g2p,
+    phonemize,
+    tokenize,
+)
 
 pytest.importorskip("misaki")
 pytest.importorskip("spacy")

@@ -50,7 +50,7 @@ def reference():
         ):  # an espeak-ng language beyond KPipeline's: the G2P it uses for e f h i p
             from misaki import espeak
 
-            from kokoro_tvm_ext.speech.g2p import language
+            from kokoro_tvm_ext.speech.languages import language
 
             return " ".join(espeak.EspeakG2P(language=language(lang).espeak_voice)(text)[0].split())
         if lang == "j":  # KPipeline('j') builds misaki's JAG2P(), whose default reader is Cutlet;

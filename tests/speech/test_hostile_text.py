@@ -18,7 +18,8 @@ from kokoro_tvm_ext.errors import (
     RequestCancelled,
 )
 from kokoro_tvm_ext.model.spec import MAX_TOKENS, STYLE_DIM, VOICE_PACK_ROWS
-from kokoro_tvm_ext.speech.g2p import LANGUAGES, espeak
+from kokoro_tvm_ext.speech.g2p import espeak
+from kokoro_tvm_ext.speech.languages import LANGUAGES
 from kokoro_tvm_ext.speech.speaker import Speaker, Voice
 from kokoro_tvm_ext.speech.text_checks import MAX_NUMBER_DIGITS
 from kokoro_tvm_ext.speech.voices import parse_voice_spec

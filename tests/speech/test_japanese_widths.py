@@ -41,12 +41,12 @@ def test_the_stand_in_converts_every_normalized_character_as_mojimoji_does():
 def test_japanese_reads_the_same_without_mojimoji():
     """A fresh interpreter where `import mojimoji` fails (as on aarch64) phonemizes a text of full-width
     letters, half-width kana, quotes and digits exactly as this one, which has mojimoji."""
-    from kokoro_tvm_ext.speech.g2p import phonemize
+    from kokoro_tvm_ext.speech.text_path import phonemize
 
     text = "「ＡＢＣ」は’ｶﾀｶﾅ’で書きます。電話は０３－１２３４です。"
     program = (
         "import sys; sys.modules['mojimoji'] = None\n"  # import mojimoji now raises ImportError
-        "from kokoro_tvm_ext.speech.g2p import phonemize\n"
+        "from kokoro_tvm_ext.speech.text_path import phonemize\n"
         f"print(phonemize({text!r}, 'j'))\n"
         "print(type(sys.modules['mojimoji']).__name__, getattr(sys.modules['mojimoji'], '__file__', 'stand-in'))"
     )

@@ -9,6 +9,7 @@ import pytest
 from kokoro_tvm_ext.errors import InvalidInputError
 from kokoro_tvm_ext.speech import Speaker
 from kokoro_tvm_ext.speech.lexicon import Lexicon
+from kokoro_tvm_ext.speech.markup import Span
 
 
 class NoModel:
@@ -147,7 +148,7 @@ def test_a_lexicon_pickles_for_ray_workers():
     import pickle
 
     lexicon = Lexicon.parse(LEXICON)
-    lexicon.apply(["US"], "a")  # its patterns built
+    lexicon.apply([Span(("US",), "a")])  # its patterns built
     again = pickle.loads(pickle.dumps(lexicon))
     assert again.entries == lexicon.entries and again.digest == lexicon.digest
     assert again.lookup("Kokoro", "a") == "kˈOkəɹO"

@@ -1,9 +1,11 @@
 """The speech layer: text in, speech out. Offline weights, 54 voices, G2P for nine languages, and the pipeline.
 
 - :mod:`.speaker`: ``Speaker`` (the one pipeline every front end uses), ``Voice``, ``Speech``;
-- :mod:`.g2p`: text -> phonemes and ``Word``s for all nine languages, tokens;
-- :mod:`.sentences`: where sentences and clauses end (the one definition); :mod:`.chunks`: text -> chunks of at most
-  510 tokens, one sentence each (the one chunker); :mod:`.timestamps`: word timings from durations;
+- the text path, each stage consuming the one before it (:mod:`.text_path` writes the order): :mod:`.markup` (text
+  -> spans and pauses), :mod:`.lexicon`, :mod:`.sentences` (where sentences and clauses end, the one definition),
+  :mod:`.g2p` (sentences -> phonemes and ``Word``s for all nine languages), :mod:`.chunks` (chunks of at most 510
+  tokens, one sentence each: the one chunker); below them :mod:`.languages` and :mod:`.tokens`;
+- :mod:`.timestamps`: word timings from durations;
 - :mod:`.subtitles`: timings -> .srt/.vtt; :mod:`.audio`: the one audio writer (WAV, FLAC, MP3, Opus, AAC, PCM);
 - :mod:`.voices`: the voice packs (names, blends, languages); the weights and the compiled model are the model
   layer's (``kokoro_tvm_ext.model.weights``, ``model.artifact_cache.ensure_artifact``).
@@ -15,24 +17,15 @@ import warnings
 from pathlib import Path
 
 from kokoro_tvm_ext.model.config import load_config
+from kokoro_tvm_ext.model.spec import MAX_TOKENS
 from kokoro_tvm_ext.model.weights import Weights, find_weights, load_kmodel
 from kokoro_tvm_ext.speech.chunks import FIRST_CHUNK_TOKENS, chunk_phonemes, chunk_text
 from kokoro_tvm_ext.speech.config import SpeakerConfig
-from kokoro_tvm_ext.speech.g2p import (
-    LANGUAGES,
-    MAX_TOKENS,
-    Language,
-    LanguageMismatchWarning,
-    UnknownPhonemeWarning,
-    Word,
-    count_tokens,
-    phonemize,
-    phonemize_paragraphs,
-    phonemize_words,
-    resolve_lang,
-    tokenize,
-)
+from kokoro_tvm_ext.speech.g2p import Word
+from kokoro_tvm_ext.speech.languages import LANGUAGES, Language, LanguageMismatchWarning, resolve_lang
 from kokoro_tvm_ext.speech.speaker import PlannedChunk, Speaker, Speech, SpeechChunk, SpeechPlan, Voice, join
+from kokoro_tvm_ext.speech.text_path import phonemize, phonemize_paragraphs, phonemize_words
+from kokoro_tvm_ext.speech.tokens import UnknownPhonemeWarning, count_tokens, tokenize
 from kokoro_tvm_ext.speech.voices import (
     DEFAULT_VOICE,
     VoiceInfo,

@@ -1,9 +1,9 @@
 """Text (or phonemes) -> the chunks that one synthesis call each takes: the one chunker and the one chunking
 policy, for every front end (``say``, the HTTP server, Wyoming, ``book``, ``Speaker.speak``/``stream``).
 
-* Sentences end where :mod:`kokoro_tvm_ext.speech.sentences` says, paragraphs (blank lines) and headings
-  included; each sentence is read by the G2P alone (:func:`~kokoro_tvm_ext.speech.g2p.read_sentences`), so its
-  phonemes never depend on the text that came with it.
+* The text path's stage after G2P: it consumes what :func:`~kokoro_tvm_ext.speech.text_path.read_text` gives,
+  sentences cut where :mod:`kokoro_tvm_ext.speech.sentences` says (paragraphs, so headings, included), each read
+  by the G2P alone, so its phonemes never depend on the text that came with it.
 * One sentence per chunk. A sentence longer than the model's context (510 tokens) is split at its clauses
   (``, ; : — –``, ``、，；：``), the pieces packed greedily, then between words, then (one word longer than the
   context) between phonemes.
@@ -23,11 +23,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from kokoro_tvm_ext.model.spec import MAX_TOKENS
-from kokoro_tvm_ext.speech.g2p import language, read_sentences
-from kokoro_tvm_ext.speech.g2p.tokens import count_tokens, default_vocab
-from kokoro_tvm_ext.speech.g2p.words import Word
-from kokoro_tvm_ext.speech.markup import Pause, Segment
+from kokoro_tvm_ext.speech.g2p.words import SentenceWords, Word
+from kokoro_tvm_ext.speech.languages import language
+from kokoro_tvm_ext.speech.markup import Pause
 from kokoro_tvm_ext.speech.sentences import is_clause_end, split_phonemes
+from kokoro_tvm_ext.speech.text_path import read_text
+from kokoro_tvm_ext.speech.tokens import count_tokens, default_vocab
 from kokoro_tvm_ext.support.errors import InvalidInputError
 
 # The first chunk is the first clause, whatever its length: a cut inside a clause ends the chunk with a falling
@@ -174,21 +175,25 @@ def chunk_sentence(
     return chunks
 
 
-def _chunked(
-    sentences: Iterable[tuple[list | Pause, bool]], vocab, max_tokens: int, first_chunk_tokens: int | None
+def chunk_sentences(
+    sentences: Iterable[SentenceWords | Pause],
+    vocab: dict[str, int],
+    *,
+    max_tokens: int = MAX_TOKENS,
+    first_chunk_tokens: int | None = FIRST_CHUNK_TOKENS,
 ) -> list[Chunk | Pause]:
-    """Sentences' words (and pauses) in order, each with whether it ends its sentence -> the speech's chunks
-    and pauses, its first chunk cut early."""
+    """Sentences' Words (and pauses) in order, as :func:`~kokoro_tvm_ext.speech.text_path.read_text` gives them
+    -> the speech's chunks and pauses, by the policy of the module: what ``Speaker.plan`` speaks."""
     if first_chunk_tokens is not None and (not isinstance(first_chunk_tokens, int) or first_chunk_tokens < 0):
         raise InvalidInputError(f"first_chunk_tokens must be 0 or more (or None: no cut), got {first_chunk_tokens!r}")
     out: list[Chunk | Pause] = []
     first = first_chunk_tokens
-    for item, ends_sentence in sentences:
+    for item in sentences:
         if isinstance(item, Pause):
             out.append(item)
             continue
         chunks = chunk_sentence(
-            item, vocab, max_tokens=max_tokens, first_chunk_tokens=first, ends_sentence=ends_sentence
+            item.words, vocab, max_tokens=max_tokens, first_chunk_tokens=first, ends_sentence=item.ends_sentence
         )
         if chunks:
             first = None  # the speech's first chunk is made
@@ -197,7 +202,7 @@ def _chunked(
 
 
 def text_chunks(
-    text: str | list[Segment],
+    text: str,
     lang: str,
     vocab: dict[str, int],
     *,
@@ -206,11 +211,10 @@ def text_chunks(
     cancel: threading.Event | None = None,
     lexicon=None,
 ) -> list[Chunk | Pause]:
-    """Text -> its chunks (and pauses) in order, by the policy of the module: what ``Speaker.plan`` speaks.
-    ``text``: as for :func:`~kokoro_tvm_ext.speech.g2p.read_sentences` (a str, or markup segments of text
-    already cleaned)."""
-    sentences = [(item, ends) for _, item, ends in read_sentences(text, lang, cancel, lexicon)]
-    return _chunked(sentences, vocab, max_tokens, first_chunk_tokens)
+    """Text -> its chunks (and pauses) in order: :func:`~kokoro_tvm_ext.speech.text_path.read_text`, then
+    :func:`chunk_sentences`."""
+    sentences = read_text(text, lang, vocab=vocab, lexicon=lexicon, cancel=cancel)
+    return chunk_sentences(sentences, vocab, max_tokens=max_tokens, first_chunk_tokens=first_chunk_tokens)
 
 
 def phoneme_chunks(
@@ -225,8 +229,9 @@ def phoneme_chunks(
     sentences = []
     for sentence in split_phonemes(" ".join(phonemes.split())):
         parts = sentence.split()
-        sentences.append(([Word(p, p, i < len(parts) - 1) for i, p in enumerate(parts)], True))
-    return _chunked(sentences, vocab, max_tokens, first_chunk_tokens)
+        words = [Word(p, p, i < len(parts) - 1) for i, p in enumerate(parts)]
+        sentences.append(SentenceWords(words, paragraph=1, ends_sentence=True))
+    return chunk_sentences(sentences, vocab, max_tokens=max_tokens, first_chunk_tokens=first_chunk_tokens)
 
 
 def chunk_phonemes(

@@ -14,6 +14,9 @@ Matching: an entry matches the word as written; an entry written in lowercase al
 (``kokoro`` matches Kokoro and KOKORO, ``US`` matches only US). Where entries overlap, the longest wins. In
 languages written with spaces between words an entry matches whole words only; in Japanese and Mandarin
 anywhere in the text. Inline overrides (``[word](/phonemes/)``) win over the lexicon.
+
+In the text path (:mod:`.text_path`) it works on markup's spans, before the sentence splitter: each span's words in
+its language.
 """
 
 from __future__ import annotations
@@ -21,12 +24,12 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
-from kokoro_tvm_ext.speech.g2p.languages import BY_CODE, known_languages_text, resolve_lang
-from kokoro_tvm_ext.speech.markup import Override, Pause, Segment, check_phonemes
+from kokoro_tvm_ext.speech.languages import BY_CODE, known_languages_text, resolve_lang
+from kokoro_tvm_ext.speech.markup import Override, Pause, Span, check_phonemes
 from kokoro_tvm_ext.support.errors import InvalidInputError
 
 
@@ -108,14 +111,21 @@ class Lexicon:
         lower = word.lower()
         return words[lower] if lower in words else None
 
-    def apply(self, segments: Iterable[Segment], lang: str) -> list[Segment]:
-        """Text segments with the lexicon's words made :class:`Override` s (overrides and pauses kept)."""
+    def apply(self, spans: Iterable[Span | Pause]) -> list[Span | Pause]:
+        """Markup's spans with the lexicon's words made :class:`Override` s, each in its span's language
+        (overrides and pauses kept)."""
+        return [
+            replace(item, segments=self._applied(item.segments, item.lang)) if isinstance(item, Span) else item
+            for item in spans
+        ]
+
+    def _applied(self, segments: Iterable[str | Override], lang: str) -> tuple[str | Override, ...]:
         pattern = self._patterns.get(lang)
         if pattern is None:
-            return list(segments)
-        out: list[Segment] = []
+            return tuple(segments)
+        out: list[str | Override] = []
         for seg in segments:
-            if isinstance(seg, (Override, Pause)):
+            if isinstance(seg, Override):
                 out.append(seg)
                 continue
             end = 0
@@ -130,7 +140,7 @@ class Lexicon:
                 end = m.end()
             if end < len(seg):
                 out.append(seg[end:])
-        return out
+        return tuple(out)
 
     @cached_property
     def _patterns(self) -> dict[str, re.Pattern]:

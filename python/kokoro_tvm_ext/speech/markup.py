@@ -1,4 +1,6 @@
-"""Inline markup in the text: pronunciation overrides and pause tags, read once for every front end.
+"""Inline markup in the text: pronunciation overrides and pause tags, read once for every front end. The text
+path's first stage: text -> :class:`Span` s (runs of text read one way) and the :class:`Pause` s between them,
+which the sentence splitter (:mod:`.sentences`) consumes.
 
 * ``[Kokoro](/kˈOkəɹO/)``: the written word(s) in brackets are spoken with exactly the phonemes between the
   slashes (misaki's syntax), in every language; the word keeps its own timing entry under its written text.
@@ -12,10 +14,10 @@ phoneme set, is an :class:`~kokoro_tvm_ext.support.errors.InvalidInputError` nam
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from kokoro_tvm_ext.speech.g2p.tokens import default_vocab
+from kokoro_tvm_ext.speech.tokens import default_vocab
 from kokoro_tvm_ext.support.errors import InvalidInputError
 
 MAX_PAUSE_SECONDS = 10.0
@@ -47,6 +49,47 @@ class Pause:
 
 
 Segment = str | Override | Pause
+
+
+@dataclass(frozen=True)
+class Span:
+    """A run of text read one way: what is written in it (plain text and overrides, in order) and the language
+    (a one-letter code) whose G2P reads it. The stages after markup carry spans whole or cut (``replace``), never
+    made anew, so what a span says about its text (today its language) reaches the G2P."""
+
+    segments: tuple[str | Override, ...]
+    lang: str
+
+    @property
+    def written(self) -> str:
+        return written_text(self.segments)
+
+    @property
+    def has_words(self) -> bool:
+        return any(isinstance(s, Override) or s.strip() for s in self.segments)
+
+
+def parse_spans(text: str, lang: str, vocab: dict[str, int] | None = None) -> list[Span | Pause]:
+    """``text`` -> its spans and pauses in order, each span in ``lang`` (a one-letter code); ``vocab`` as for
+    :func:`parse_markup`."""
+    out: list[Span | Pause] = []
+    run: list[str | Override] = []
+    for seg in parse_markup(text, vocab):
+        if isinstance(seg, Pause):
+            if run:
+                out.append(Span(tuple(run), lang))
+            out.append(seg)
+            run = []
+        else:
+            run.append(seg)
+    if run:
+        out.append(Span(tuple(run), lang))
+    return out
+
+
+def segments_of(spans: Iterable[Span | Pause]) -> list[Segment]:
+    """Spans and pauses -> the segments they hold, in order (the text as :func:`parse_markup` reads it)."""
+    return [seg for item in spans for seg in (item.segments if isinstance(item, Span) else (item,))]
 
 
 def parse_markup(text: str, vocab: dict[str, int] | None = None) -> list[Segment]:
@@ -99,29 +142,7 @@ def check_phonemes(phonemes: str, vocab: dict[str, int] | None, where: str) -> s
     return phonemes
 
 
-def split_at_pauses(segments: Iterable[Segment]) -> list[list[str | Override] | Pause]:
-    """The pieces between pauses (lists of text and overrides, only those with something written) and
-    the pauses, in order."""
-    out: list[list[str | Override] | Pause] = []
-    current: list[str | Override] = []
-    for seg in segments:
-        if isinstance(seg, Pause):
-            if has_words(current):
-                out.append(current)
-            out.append(seg)
-            current = []
-        else:
-            current.append(seg)
-    if has_words(current):
-        out.append(current)
-    return out
-
-
-def has_words(segments: Sequence[str | Override]) -> bool:
-    return any(isinstance(s, Override) or s.strip() for s in segments)
-
-
-def markup_spans(text: str, start: int = 0, end: int | None = None) -> Iterator[tuple[int, int, str]]:
+def markup_tags(text: str, start: int = 0, end: int | None = None) -> Iterator[tuple[int, int, str]]:
     """``(start, end, written)`` of each override and pause tag in ``text[start:end]``, found as
     :func:`parse_markup` finds them but unchecked: an override's written words, a pause's single space."""
     for m in _MARKUP.finditer(text, start, len(text) if end is None else end):

@@ -1,8 +1,9 @@
 """Where a sentence ends, and where a clause does: the one definition every part of the pipeline uses.
 
-The planner cuts text into sentences before G2P (so a sentence's phonemes never depend on the text that came
-with it), Wyoming finds the complete sentences of text still arriving (:class:`SentenceBuffer`), subtitles break
-their cues at them, and the chunker splits a sentence too long for the model at its clauses.
+The text path's second stage: markup's spans and pauses -> :class:`Sentence` s (:func:`split_spans`), which the G2P
+reads one by one, so a sentence's phonemes never depend on the text that came with it. Wyoming finds the complete
+sentences of text still arriving (:class:`SentenceBuffer`), subtitles break their cues at them, and the chunker
+splits a sentence too long for the model at its clauses.
 
 A sentence ends
 
@@ -34,9 +35,18 @@ from __future__ import annotations
 import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
-from kokoro_tvm_ext.speech.g2p.languages import BY_CODE, resolve_lang
-from kokoro_tvm_ext.speech.markup import Override, Segment, markup_spans, unfinished_markup
+from kokoro_tvm_ext.speech.languages import BY_CODE, resolve_lang
+from kokoro_tvm_ext.speech.markup import (
+    Override,
+    Pause,
+    Segment,
+    Span,
+    markup_tags,
+    segments_of,
+    unfinished_markup,
+)
 
 SENTENCE_MARKS = ".!?…"
 CLOSERS = "”’\"')]}»›"
@@ -277,7 +287,7 @@ class SentenceBuffer:
                 return []  # more of a markup not finished yet: nothing new to read
         if self._read_markup:
             self._work += end - at
-            for start, stop, written in markup_spans(raw, at, end):
+            for start, stop, written in markup_tags(raw, at, end):
                 self._feed(raw[at:start], at, markup=False)
                 self._feed(written, start, markup=True)
                 at = stop
@@ -366,31 +376,79 @@ def split_phonemes(phonemes: str) -> list[str]:
     return sentences + [rest] if rest else sentences
 
 
+@dataclass(frozen=True)
+class Sentence:
+    """One sentence as the G2P reads it: its spans (cut where the sentence begins and ends, and at its pauses;
+    only those with something written) and its pauses, in order, and the number of the paragraph it is in
+    (blank lines separate paragraphs, counted from 1)."""
+
+    pieces: tuple[Span | Pause, ...]
+    paragraph: int
+
+
+def split_spans(spans: Sequence[Span | Pause], lang: str = "a") -> list[Sentence]:
+    """Markup's spans and pauses (:func:`~kokoro_tvm_ext.speech.markup.parse_spans`, a lexicon's overrides among
+    them) -> the text's sentences, by the rules of ``lang``; each piece of a sentence keeps its span's language."""
+    owners = [item for item in spans for _ in (item.segments if isinstance(item, Span) else (item,))]
+    out, paragraph = [], 1
+    for cut in _cut(segments_of(spans), lang):
+        pieces: list[Span | Pause] = []
+        run: list[str | Override] = []
+        run_owner = None
+        for index, seg in cut:
+            if isinstance(seg, Pause) or owners[index] is not run_owner:
+                _close(pieces, run_owner, run)
+                run, run_owner = [], None
+            if isinstance(seg, Pause):
+                pieces.append(seg)
+            else:
+                run.append(seg)
+                run_owner = owners[index]
+        _close(pieces, run_owner, run)
+        out.append(Sentence(tuple(pieces), paragraph))
+        paragraph += ends_paragraph([seg for _, seg in cut])
+    return out
+
+
+def _close(pieces: list[Span | Pause], owner: Span | None, run: list[str | Override]) -> None:
+    """``run``, the segments of ``owner`` read so far, onto ``pieces`` as a span, if it has something written."""
+    if run:
+        span = replace(owner, segments=tuple(run))
+        if span.has_words:
+            pieces.append(span)
+
+
 def split_segments(segments: Sequence[Segment], lang: str = "a") -> list[list[Segment]]:
-    """Text and markup (:func:`~kokoro_tvm_ext.speech.markup.parse_markup`'s segments, a lexicon's overrides
-    among them) -> the segments of each sentence: text cut where sentences end, overrides and pauses whole."""
+    """Text and markup (:func:`~kokoro_tvm_ext.speech.markup.parse_markup`'s segments) -> the segments of each
+    sentence: text cut where sentences end, overrides and pauses whole."""
+    return [[seg for _, seg in sentence] for sentence in _cut(segments, lang)]
+
+
+def _cut(segments: Sequence[Segment], lang: str) -> list[list[tuple[int, Segment]]]:
+    """Each sentence's segments with the index of the segment each comes from: text cut where sentences end,
+    overrides and pauses whole."""
     scanner = _Scanner(_rules(lang))
     for seg in segments:
         scanner.add(*_written(seg))
     scanner.scan()
     ends, k, at = scanner.ends, 0, 0
-    sentences: list[list[Segment]] = [[]]
-    for seg in segments:
+    sentences: list[list[tuple[int, Segment]]] = [[]]
+    for index, seg in enumerate(segments):
         size = len(_written(seg)[0])
         if isinstance(seg, str):
             cut = at
             while k < len(ends) and ends[k] < at + size:
                 if ends[k] > cut:
-                    sentences[-1].append(seg[cut - at : ends[k] - at])
+                    sentences[-1].append((index, seg[cut - at : ends[k] - at]))
                 sentences.append([])
                 cut, k = ends[k], k + 1
             if at + size > cut:
-                sentences[-1].append(seg[cut - at :])
+                sentences[-1].append((index, seg[cut - at :]))
         else:
             while k < len(ends) and ends[k] <= at:  # an end at its start (never inside it)
                 sentences.append([])
                 k += 1
-            sentences[-1].append(seg)
+            sentences[-1].append((index, seg))
         at += size
     return [s for s in sentences if s]
 

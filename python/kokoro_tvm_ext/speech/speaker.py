@@ -1,4 +1,5 @@
 """The one text-to-speech pipeline: text (or phonemes) + a voice -> chunks -> synthesis -> speech with word timings.
+Its text takes the text path (:mod:`.text_path`: text -> markup -> spans -> sentences -> G2P), then the chunker.
 
 Every front end speaks through :class:`Speaker`: ``say`` (with or without subtitles), ``serve``, ``book`` and
 the Python API. A feature added here reaches all of them at once::
@@ -36,14 +37,15 @@ import numpy as np
 from kokoro_tvm_ext.model.config import load_config
 from kokoro_tvm_ext.model.spec import STYLE_DIM, VOICE_PACK_ROWS
 from kokoro_tvm_ext.speech.cancel import check_cancelled
-from kokoro_tvm_ext.speech.chunks import FIRST_CHUNK_TOKENS, Chunk, phoneme_chunks, text_chunks
+from kokoro_tvm_ext.speech.chunks import FIRST_CHUNK_TOKENS, Chunk, chunk_sentences, phoneme_chunks
 from kokoro_tvm_ext.speech.config import SpeakerConfig
-from kokoro_tvm_ext.speech.g2p import language, tokenize
-from kokoro_tvm_ext.speech.g2p.languages import BY_CODE
+from kokoro_tvm_ext.speech.languages import BY_CODE, language
 from kokoro_tvm_ext.speech.lexicon import Lexicon, load_lexicon
-from kokoro_tvm_ext.speech.markup import Pause, parse_markup
+from kokoro_tvm_ext.speech.markup import Pause
 from kokoro_tvm_ext.speech.text_checks import clean_text
+from kokoro_tvm_ext.speech.text_path import read_text
 from kokoro_tvm_ext.speech.timestamps import WordTiming, word_timings
+from kokoro_tvm_ext.speech.tokens import tokenize
 from kokoro_tvm_ext.speech.voices import DEFAULT_VOICE, load_voice, style_for, voice_language
 from kokoro_tvm_ext.support.errors import InvalidInputError
 
@@ -313,17 +315,18 @@ class Speaker:
             )
             pieces: list[Chunk | Pause] = [replace(c, words=()) for c in chunked]  # phonemes have no word timings
         else:
-            text = clean_text(text)  # the one normalization and check of text, for every front end
             if voice.lang is None:
                 voice_language(voice.spec)  # raises: the language cannot be told from the name, give it
-            pieces = text_chunks(
-                parse_markup(text, self.vocab),
+            # The text path (clean -> markup -> spans -> sentences -> G2P), then the chunker.
+            sentences = read_text(
+                text,
                 voice.lang,
-                self.vocab,
-                max_tokens=self.max_tokens,
-                first_chunk_tokens=first_chunk_tokens,
-                cancel=cancel,
+                vocab=self.vocab,
                 lexicon=lexicon if lexicon is not None else self.lexicon,
+                cancel=cancel,
+            )
+            pieces = chunk_sentences(
+                sentences, self.vocab, max_tokens=self.max_tokens, first_chunk_tokens=first_chunk_tokens
             )
         seeds = chunk_seeds or (lambda i: seed + i)
         tokenize("".join(p.phonemes for p in pieces if isinstance(p, Chunk)), self.vocab)  # one warning in all
@@ -348,7 +351,7 @@ class Speaker:
             if phonemes is not None:
                 raise InvalidInputError(f"nothing to speak: no known phonemes in {phonemes[:40]!r}")
             raise InvalidInputError(
-                f"text has nothing to pronounce in {language(voice.lang).name}: {text[:40]!r} "
+                f"text has nothing to pronounce in {language(voice.lang).name}: {clean_text(text)[:40]!r} "
                 "(is it in another language? choose one with --lang or a voice of that language)"
             )
         return SpeechPlan(chunks, voice, self.vocab, self.sample_rate)

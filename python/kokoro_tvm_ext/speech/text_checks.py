@@ -1,8 +1,8 @@
 """Text at the entry of the speech pipeline, normalized and checked once for every front end.
 
-``Speaker.plan`` (so ``say``, ``serve``, ``book``, Wyoming and Python) passes text through :func:`clean_text`
-once, before anything reads it (the G2P it calls gets the cleaned text; the public G2P functions clean the text
-their own callers give), so no G2P library sees what it cannot read and every front end gets the same result or
+The text path's first step (:func:`~kokoro_tvm_ext.speech.text_path.read_text`, which ``Speaker.plan``, so ``say``,
+``serve``, ``book``, Wyoming and Python, and ``phonemize`` take) passes text through :func:`clean_text` once,
+before anything reads it, so no G2P library sees what it cannot read and every front end gets the same result or
 the same one-line :class:`~kokoro_tvm_ext.errors.InvalidInputError`. Cleaning changes each character on its own, so
 text cleaned in pieces (a Wyoming stream) is the text cleaned whole:
 

@@ -19,6 +19,16 @@ class Word:
     space_after: bool  # a single space follows its phonemes in the chunk's phoneme string
 
 
+@dataclass(frozen=True)
+class SentenceWords:
+    """What the G2P made of a sentence, or of its part before or after a pause: its Words, the number of the
+    paragraph it is in, and whether the sentence ends with it (the chunker's input)."""
+
+    words: list[Word]
+    paragraph: int
+    ends_sentence: bool
+
+
 def join_words(words: Iterable[Word]) -> str:
     return "".join(w.phonemes + (" " if w.space_after else "") for w in words)
 

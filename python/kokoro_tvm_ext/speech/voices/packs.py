@@ -38,7 +38,7 @@ import numpy as np
 
 from kokoro_tvm_ext.model.spec import STYLE_DIM, VOICE_PACK_ROWS
 from kokoro_tvm_ext.model.weights import hf_cache
-from kokoro_tvm_ext.speech.g2p.languages import BY_CODE as _LANG_CODES  # a voice's first letter is its language
+from kokoro_tvm_ext.speech.languages import BY_CODE as _LANG_CODES  # a voice's first letter is its language
 from kokoro_tvm_ext.speech.voices import sdist
 from kokoro_tvm_ext.support.errors import CorruptAssetError, InvalidInputError, InvalidVoiceError, UnknownVoiceError
 

@@ -1,4 +1,5 @@
-"""Phonemes -> Kokoro token ids, and counting tokens against the 510-token context."""
+"""Phonemes -> Kokoro token ids, and counting tokens against the 510-token context: Kokoro's phoneme set, which
+override phonemes are checked against in markup, below G2P."""
 
 from __future__ import annotations
 
