@@ -65,3 +65,40 @@ def test_an_import_inside_a_function_that_closes_a_circle_is_found(tmp_path):
         ("kokoro_tvm_ext.plugin.legalize.switch", "kokoro_tvm_ext.plugin.legalize.lstm_tir"),
         ("kokoro_tvm_ext.plugin.legalize.lstm_tir", "kokoro_tvm_ext.plugin.lstm_call"),
     }
+
+
+REPO = PACKAGE.parents[1]
+HELPERS = {"kokoro_bench": REPO / "bench", "kokoro_harness": REPO / "harness"}  # packages outside the wheel
+
+
+def helper_cycles(package: str, python_path: Path) -> list[list[str]]:
+    """The imports on a cycle in ``package`` (one of HELPERS, found on ``python_path``), as JSON pairs."""
+    pytest.importorskip("grimp")
+    find = f"""
+import json, grimp
+graph = grimp.build_graph({package!r})
+print(json.dumps([
+    (a, b)
+    for a in sorted(graph.modules)
+    for b in sorted(graph.find_modules_directly_imported_by(a))
+    if a != b and graph.chain_exists(importer=b, imported=a)
+]))
+"""
+    env = {"PYTHONPATH": str(python_path), "PATH": str(Path(sys.executable).parent)}
+    result = subprocess.run([sys.executable, "-c", find], env=env, capture_output=True, text=True, cwd="/")
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("package", sorted(HELPERS))
+def test_the_bench_and_harness_packages_have_no_import_cycle(package):
+    assert helper_cycles(package, HELPERS[package]) == []
+
+
+def test_a_circle_in_the_bench_is_found(tmp_path):
+    """On a copy: the end-to-end bench and its peers in virtualenvs importing each other (the circle there was)."""
+    shutil.copytree(HELPERS["kokoro_bench"] / "kokoro_bench", tmp_path / "kokoro_bench")
+    peers = tmp_path / "kokoro_bench" / "venv_peers.py"
+    peers.write_text(peers.read_text() + "\n\ndef _rows():\n    from kokoro_bench import e2e\n")
+    found = {tuple(pair) for pair in helper_cycles("kokoro_bench", tmp_path)}
+    assert ("kokoro_bench.venv_peers", "kokoro_bench.e2e") in found

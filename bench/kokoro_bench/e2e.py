@@ -60,6 +60,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from kokoro_bench.onnx_fp32 import onnx_model
 from kokoro_bench.plans import as_one_call, one_call
 from kokoro_bench.table import machine_line
 from kokoro_bench.timing import timed
@@ -301,28 +302,6 @@ def prepare(job: dict) -> dict:
     if job["system"] in ONNX_ROWS:
         return {"onnx": str(onnx_model(ONNX_ROWS[job["system"]]))}
     return {"weights": str(weights.ensure_file())}
-
-
-def onnx_model(precision: str) -> Path:
-    """The int8 export our weights come from, or (fp32) the same graph dequantized."""
-    from kokoro_tvm_ext.model.weights.onnx_parts import assemble_onnx
-    from kokoro_tvm_ext.support.cache import atomic_write, cache_dir
-
-    int8 = cache_dir() / "bench" / "kokoro-v1.0.int8.onnx"
-    if not int8.is_file():
-        with atomic_write(int8) as f:
-            f.write(assemble_onnx())
-    if precision == "int8":
-        return int8
-    fp32 = cache_dir() / "bench" / "kokoro-v1.0.dequantized-fp32.onnx"
-    if not fp32.is_file():
-        import onnx
-
-        from kokoro_bench.onnx_fp32 import dequantized_model
-
-        with atomic_write(fp32) as f:
-            f.write(dequantized_model(onnx.load(str(int8))).SerializeToString())
-    return fp32
 
 
 def write_inputs(text: str, voice: str, weights, path: Path) -> None:

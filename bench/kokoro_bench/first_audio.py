@@ -170,7 +170,8 @@ def write_ort_inputs(text: str, path: str) -> None:
     """(In the virtualenv.) The int8 ONNX model's path (printed) and ``text``'s feed for it (``path``)."""
     import numpy as np
 
-    from kokoro_bench.e2e import onnx_model, write_inputs
+    from kokoro_bench.e2e import write_inputs
+    from kokoro_bench.onnx_fp32 import onnx_model
     from kokoro_tvm_ext.model.spec import add_boundary_ids
     from kokoro_tvm_ext.model.weights import find_weights
     from kokoro_tvm_ext.speech.voices import DEFAULT_VOICE

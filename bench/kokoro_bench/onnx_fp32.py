@@ -1,4 +1,5 @@
-"""An fp32 ONNX model with exactly the weights our other rows use, for the ort-fp32 row.
+"""An fp32 ONNX model with exactly the weights our other rows use, for the ort-fp32 row (``onnx_model``: the
+int8 export or this, cached; for e2e.py's rows and the peers of venv_peers.py and first_audio.py).
 
 ``torch.onnx`` cannot export hexgrad's KModel (packed sequences, data-dependent
 lengths), and our offline weights are themselves dequantized from the int8
@@ -18,6 +19,7 @@ Nodes left without consumers are dropped afterwards.
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 
@@ -128,3 +130,23 @@ def _drop_dead(nodes: list, outputs: set[str]) -> list:
         if len(alive) == len(nodes):
             return nodes
         nodes = alive
+
+
+def onnx_model(precision: str) -> Path:
+    """The int8 export our weights come from, or (fp32) the same graph dequantized."""
+    from kokoro_tvm_ext.model.weights.onnx_parts import assemble_onnx
+    from kokoro_tvm_ext.support.cache import atomic_write, cache_dir
+
+    int8 = cache_dir() / "bench" / "kokoro-v1.0.int8.onnx"
+    if not int8.is_file():
+        with atomic_write(int8) as f:
+            f.write(assemble_onnx())
+    if precision == "int8":
+        return int8
+    fp32 = cache_dir() / "bench" / "kokoro-v1.0.dequantized-fp32.onnx"
+    if not fp32.is_file():
+        import onnx
+
+        with atomic_write(fp32) as f:
+            f.write(dequantized_model(onnx.load(str(int8))).SerializeToString())
+    return fp32

@@ -111,7 +111,7 @@ def prepare(system: str, weights_arg: str | None, voice: str, threads: int, root
 def _kokoro_pi_models(python: str, root: Path, voice: str, threads: int) -> Path:
     import numpy as np
 
-    from kokoro_bench.e2e import onnx_model
+    from kokoro_bench.onnx_fp32 import onnx_model
     from kokoro_tvm_ext.speech import Voice
 
     models = root / f"kokoro-pi-1.2.0-float-{voice}"
