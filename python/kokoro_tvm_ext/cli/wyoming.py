@@ -30,20 +30,19 @@ from kokoro_tvm_ext.cli.options import (
     check_scheduler_arguments,
     speaker_config,
 )
-from kokoro_tvm_ext.serve.options import MAX_INPUT_CHARS, check_count, check_seconds
+from kokoro_tvm_ext.serve.options import MAX_INPUT_CHARS, WYOMING_URI, check_count, check_seconds
 from kokoro_tvm_ext.serve.scheduler import CHUNKS_AHEAD, Scheduler
 from kokoro_tvm_ext.speech import DEFAULT_VOICE, Speaker
 from kokoro_tvm_ext.speech.speaker import MAX_SPEED, MIN_SPEED
 from kokoro_tvm_ext.support.errors import InvalidInputError, MissingAssetError
 
 HELP = "speak for Home Assistant over the Wyoming protocol (streamed, every voice)"
-DEFAULT_URI = "tcp://127.0.0.1:10200"  # Wyoming's usual TTS port
 
 
 def add_arguments(parser) -> None:
     parser.add_argument(
         "--uri",
-        default=DEFAULT_URI,
+        default=WYOMING_URI,
         help="where to listen: tcp://HOST:PORT or unix://PATH (default: %(default)s)",
     )
     add_model_arguments(parser, threads_help="threads for the model")

@@ -18,6 +18,7 @@ from kokoro_tvm_ext.serve.hosts import LOOPBACK_HOSTS, default_allowed_hosts, pa
 from kokoro_tvm_ext.support.errors import InvalidInputError
 
 MAX_INPUT_CHARS = 10_000  # the longest text of one request (HTTP and Wyoming)
+WYOMING_URI = "tcp://127.0.0.1:10200"  # where `kokoro-tvm wyoming` listens by default: Wyoming's usual TTS port
 # Fields counted in whole things, and fields in seconds (each must be finite and positive).
 COUNTS = ("max_body_bytes", "max_requests", "max_client_requests", "max_connections")
 SECONDS = ("request_timeout", "body_timeout", "header_timeout")

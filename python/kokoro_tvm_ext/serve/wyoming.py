@@ -55,7 +55,7 @@ from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, Synthesize
 
 from kokoro_tvm_ext import __version__
 from kokoro_tvm_ext.serve.chunk_stream import ChunkStream, SynthesisError
-from kokoro_tvm_ext.serve.options import MAX_INPUT_CHARS
+from kokoro_tvm_ext.serve.options import MAX_INPUT_CHARS, WYOMING_URI
 from kokoro_tvm_ext.speech import DEFAULT_VOICE, FIRST_CHUNK_TOKENS, list_voices
 from kokoro_tvm_ext.speech.audio import to_int16
 from kokoro_tvm_ext.speech.g2p.languages import BY_CODE, resolve_lang
@@ -67,7 +67,6 @@ from kokoro_tvm_ext.support.errors import AssetError, InvalidInputError, KokoroE
 log = logging.getLogger("kokoro_tvm_ext.serve.wyoming")
 
 PROGRAM = "kokoro-tvm"
-DEFAULT_URI = "tcp://127.0.0.1:10200"
 SAMPLE_WIDTH = 2  # bytes: 16-bit PCM
 AUDIO_EVENT_SECONDS = 1.0  # a sentence's audio goes out in events of at most this long
 PLANS_AHEAD = 2  # a stream's sentences planned and queued before the one being sent is done
@@ -218,7 +217,7 @@ def listen(uri: str, flag: str = "--uri") -> socket.socket:
     try:
         parsed = AsyncServer.from_uri(uri)
     except ValueError as err:
-        raise InvalidInputError(f"{flag} {uri!r}: {err} (for example {DEFAULT_URI})") from None
+        raise InvalidInputError(f"{flag} {uri!r}: {err} (for example {WYOMING_URI})") from None
     if isinstance(parsed, AsyncTcpServer):
         try:
             family, _, _, _, address = socket.getaddrinfo(
@@ -242,7 +241,7 @@ def listen(uri: str, flag: str = "--uri") -> socket.socket:
             sock.close()
             raise OSError(f"cannot listen on {uri}: {err.strerror or err}") from None
         return sock
-    raise InvalidInputError(f"{flag} {uri!r}: give tcp://HOST:PORT or unix://PATH (for example {DEFAULT_URI})")
+    raise InvalidInputError(f"{flag} {uri!r}: give tcp://HOST:PORT or unix://PATH (for example {WYOMING_URI})")
 
 
 def address_of(sock: socket.socket) -> str:
