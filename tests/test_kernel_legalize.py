@@ -82,7 +82,7 @@ kokoro_tvm_ext.enable_kernels()
 enabled = [tvm.ir.Op.get(o).get_attr("FLegalize") for o in ops]
 assert not any(a.same_as(b) for a, b in zip(before, enabled)), "enable_kernels installed nothing"
 import sys
-assert "kokoro_tvm_ext.legalize.slice_scatter" not in sys.modules, "enabling brought in another legalization"
+assert "kokoro_tvm_ext.plugin.legalize.slice_scatter" not in sys.modules, "enabling brought in another legalization"
 print("ok")
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)

@@ -5,7 +5,7 @@ int8 export or this, cached; for e2e.py's rows and the peers of venv_peers.py an
 lengths), and our offline weights are themselves dequantized from the int8
 export. So the fair fp32 ONNX baseline is that same export with its
 quantization undone: every integer op is replaced by its float op on the
-dequantized weight (the formula ``assets/rebuild.py`` uses), and every
+dequantized weight (the formula ``model/weights/rebuild.py`` uses), and every
 activation stays fp32.
 
 - ``DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul(scales)``  => ``MatMul``
