@@ -167,15 +167,29 @@ def copy_package(tmp_path: Path) -> Path:
     return copy
 
 
-def test_a_layer_importing_the_root_is_found(tmp_path):
+def planted(tmp_path: Path, **added: str) -> Path:
+    """A copy of the package with lines added at the end of modules (``plugin__kernels="..."``)."""
     copy = copy_package(tmp_path)
-    kernels = copy / "plugin" / "kernels.py"
-    kernels.write_text(kernels.read_text() + "\n\ndef _speaker():\n    from kokoro_tvm_ext import Speaker\n")
-    errors = copy / "model" / "spec.py"
-    errors.write_text(errors.read_text() + "\nfrom kokoro_tvm_ext.errors import KokoroError  # noqa\n")
+    for module, lines in added.items():
+        path = copy.joinpath(*module.split("__")).with_suffix(".py")
+        path.write_text(path.read_text() + lines)
+    return copy
+
+
+def test_a_layer_importing_the_root_and_an_app_importing_the_model_are_found(tmp_path):
+    copy = planted(
+        tmp_path,
+        plugin__kernels="\n\ndef _speaker():\n    from kokoro_tvm_ext import Speaker\n",
+        model__spec="\nfrom kokoro_tvm_ext.errors import KokoroError  # noqa\n",
+        serve__plan="\n\ndef _late():\n    from kokoro_tvm_ext.model.spec import MAX_TOKENS\n",
+        book__job="\nfrom kokoro_tvm_ext import _native  # noqa\n",
+    )
     found = root_imports(copy)
     assert any(line.startswith("kokoro_tvm_ext.plugin.kernels:") for line in found), found
     assert any(line.startswith("kokoro_tvm_ext.model.spec:") for line in found), found
+    below = apps_below_speech(copy)
+    assert below["kokoro_tvm_ext.serve.plan"] == {"kokoro_tvm_ext.model.spec", "kokoro_tvm_ext.model.spec.MAX_TOKENS"}
+    assert below["kokoro_tvm_ext.book.job"] == {f"{ROOT}._native"}
 
 
 def test_a_light_import_inside_a_function_is_found(tmp_path):
@@ -238,14 +252,3 @@ def apps_below_speech(package: Path) -> dict[str, set[str]]:
 
 def test_the_apps_reach_the_model_through_the_speech_layer():
     assert apps_below_speech(PACKAGE) == APPS_BELOW_SPEECH
-
-
-def test_an_app_importing_the_model_or_the_native_library_is_found(tmp_path):
-    copy = copy_package(tmp_path)
-    plan = copy / "serve" / "plan.py"
-    plan.write_text(plan.read_text() + "\n\ndef _late():\n    from kokoro_tvm_ext.model.spec import MAX_TOKENS\n")
-    book = copy / "book" / "job.py"
-    book.write_text(book.read_text() + "\nfrom kokoro_tvm_ext import _native  # noqa\n")
-    found = apps_below_speech(copy)
-    assert found["kokoro_tvm_ext.serve.plan"] == {"kokoro_tvm_ext.model.spec", "kokoro_tvm_ext.model.spec.MAX_TOKENS"}
-    assert found["kokoro_tvm_ext.book.job"] == {f"{ROOT}._native"}

@@ -93,6 +93,11 @@ def test_cli_help_names_the_new_flags(capsys):
         ({"max_requests": "0"}, "max_requests must be at least 1"),
         ({"max_input_chars": "0"}, "max_input_chars must be at least 1"),
         ({"max_batch_size": "2"}, "unknown argument(s) max_batch_size; known:"),
+        ({"port": "9000"}, "port: Ray's proxy listens on its http_options port"),
+        ({"wyoming": "tcp://0.0.0.0:10200"}, "wyoming: Ray's proxy carries HTTP only"),
+        ({"first_chunk_tokens": "-1"}, "first_chunk_tokens must be 0 or more"),
+        ({"max_batch": "0"}, "max_batch must be at least 1"),
+        ({"threads": "many"}, "threads='many' must be a whole number"),
     ],
 )
 def test_the_ray_serve_builders_arguments_are_checked_in_one_line(tmp_path, args, words):

@@ -15,7 +15,6 @@ from fakes import FakeSpeaker
 
 from kokoro_tvm_ext.cli import build_parser
 from kokoro_tvm_ext.cli import serve as serve_command
-from kokoro_tvm_ext.errors import InvalidInputError
 from kokoro_tvm_ext.serve import ray_deployment, server
 from kokoro_tvm_ext.serve.auth import KEYS_ENV
 from kokoro_tvm_ext.serve.options import BOUNDS, GuardConfig
@@ -184,20 +183,3 @@ def test_a_replica_plans_with_the_deployments_first_chunk_tokens_and_input_limit
         too_long = client.post("/v1/audio/speech", json={"input": "x" * 41, "voice": "af_heart"})
     assert speaker.warmed and speaker.plans[0]["first_chunk_tokens"] == 7
     assert too_long.status_code == 413 and "at most 40" in too_long.text
-
-
-@pytest.mark.parametrize(
-    "args, words",
-    [
-        ({"port": "9000"}, "port: Ray's proxy listens on its http_options port"),
-        ({"wyoming": "tcp://0.0.0.0:10200"}, "wyoming: Ray's proxy carries HTTP only"),
-        ({"first_chunk_tokens": "-1"}, "first_chunk_tokens must be 0 or more"),
-        ({"max_batch": "0"}, "max_batch must be at least 1"),
-        ({"voice_alias": "narrator"}, "narrator"),
-        ({"threads": "many"}, "threads='many' must be a whole number"),
-    ],
-)
-def test_the_deployments_options_are_checked_as_the_flags_are(files, deploy, args, words):
-    with pytest.raises(InvalidInputError) as info:
-        deploy({"artifact": str(files / "artifact"), **args})
-    assert words in str(info.value) and "\n" not in str(info.value)
