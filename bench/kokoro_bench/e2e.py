@@ -64,7 +64,7 @@ from kokoro_bench.onnx_fp32 import onnx_model
 from kokoro_bench.plans import as_one_call, one_call
 from kokoro_bench.table import machine_line
 from kokoro_bench.timing import timed
-from kokoro_bench.workers import WorkerFailed, in_subprocess, job_main, measure
+from kokoro_bench.workers import WorkerFailed, add_row_arguments, in_subprocess, job_main, measure
 from kokoro_tvm_ext.model.runtime.cpu_features import host_arch
 from kokoro_tvm_ext.model.spec import SAMPLE_RATE, add_boundary_ids
 from kokoro_tvm_ext.speech.voices import DEFAULT_VOICE
@@ -127,18 +127,9 @@ JSON_KEYS = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--threads", type=int, default=2, help="threads for every system (default: 2)")
+    add_row_arguments(parser, SYSTEMS)
     parser.add_argument("--repeat", type=int, default=5, help="timed runs per cell, after one warm-up (default: 5)")
     parser.add_argument("--voice", default=DEFAULT_VOICE, help="voice for every system (default: %(default)s)")
-    parser.add_argument("--weights", help="a KModel .pth (default: the offline weights)")
-    parser.add_argument(
-        "--systems",
-        nargs="+",
-        default=SYSTEMS,
-        choices=SYSTEMS,
-        metavar="SYSTEM",
-        help=f"rows to measure (default: all of {' '.join(SYSTEMS)})",
-    )
     parser.add_argument(
         "--no-transcribe", action="store_true", help="skip the recognizer's word error rate (Whisper base, ~1 s/row)"
     )

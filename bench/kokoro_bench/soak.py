@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from kokoro_bench.plans import as_one_call, spoken_phonemes
-from kokoro_bench.workers import in_subprocess, job_main, peak_rss_mb, rss_mb
+from kokoro_bench.workers import add_row_arguments, in_subprocess, job_main, peak_rss_mb, rss_mb
 from kokoro_tvm_ext.model.spec import MAX_TOKENS, SAMPLE_RATE
 
 SYSTEMS = ["tvm", "tvm-pooled", "torch"]
@@ -61,17 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=MAX_TOKENS,
         help="lengths are uniform in 1..this many tokens (default: %(default)s)",
     )
-    parser.add_argument("--threads", type=int, default=2, help="threads for every system (default: 2)")
+    add_row_arguments(parser, SYSTEMS)
     parser.add_argument("--seed", type=int, default=0, help="seed of the call sequence (default: 0)")
-    parser.add_argument("--weights", help="a KModel .pth (default: the offline weights)")
-    parser.add_argument(
-        "--systems",
-        nargs="+",
-        default=SYSTEMS,
-        choices=SYSTEMS,
-        metavar="SYSTEM",
-        help=f"rows to measure (default: all of {' '.join(SYSTEMS)})",
-    )
     parser.add_argument(
         "--rss-cap-mb",
         type=float,

@@ -21,6 +21,20 @@ from pathlib import Path
 BENCH_DIR = Path(__file__).resolve().parents[1]  # bench/, where ``kokoro_bench`` is imported from
 
 
+def add_row_arguments(parser: argparse.ArgumentParser, systems: list[str]) -> None:
+    """--threads, --weights and --systems (of ``systems``), as every bench of rows takes them."""
+    parser.add_argument("--threads", type=int, default=2, help="threads for every system (default: 2)")
+    parser.add_argument("--weights", help="a KModel .pth (default: the offline weights)")
+    parser.add_argument(
+        "--systems",
+        nargs="+",
+        default=systems,
+        choices=systems,
+        metavar="SYSTEM",
+        help=f"rows to measure (default: all of {' '.join(systems)})",
+    )
+
+
 def peak_rss_mb() -> float:
     """This process's peak resident memory, in MiB.
 

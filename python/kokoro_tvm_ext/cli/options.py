@@ -108,3 +108,13 @@ def speaker_config(args) -> SpeakerConfig:
     config = model_config(args)
     config.check(as_flags=True)
     return config.with_lexicon_read()
+
+
+def add_log_level_argument(parser, what: str) -> None:
+    """--log-level: ``what`` it sets, for the servers (HTTP, Wyoming)."""
+    parser.add_argument(
+        "--log-level",
+        default="warning",
+        choices=("debug", "info", "warning", "error"),
+        help=f"{what} (default: %(default)s)",
+    )

@@ -35,7 +35,12 @@ from __future__ import annotations
 
 import sys
 
-from kokoro_tvm_ext.cli.options import add_model_arguments, add_scheduler_arguments, model_config
+from kokoro_tvm_ext.cli.options import (
+    add_log_level_argument,
+    add_model_arguments,
+    add_scheduler_arguments,
+    model_config,
+)
 from kokoro_tvm_ext.cli.wyoming import import_wyoming
 from kokoro_tvm_ext.serve import options, server
 from kokoro_tvm_ext.serve.auth import KEYS_ENV
@@ -180,12 +185,7 @@ def add_arguments(parser) -> None:
         help="serve FastAPI's /docs, /redoc and /openapi.json (off by default: /docs and /redoc load scripts "
         "from a CDN into the origin of the /web page, which keeps the API key)",
     )
-    parser.add_argument(
-        "--log-level",
-        default="warning",
-        choices=("debug", "info", "warning", "error"),
-        help="uvicorn's log level (default: %(default)s)",
-    )
+    add_log_level_argument(parser, "uvicorn's log level")
 
 
 def _server(args):

@@ -25,6 +25,7 @@ import sys
 
 from kokoro_tvm_ext.cli.options import (
     VOICE_HELP,
+    add_log_level_argument,
     add_model_arguments,
     add_scheduler_arguments,
     check_scheduler_arguments,
@@ -98,12 +99,7 @@ def add_arguments(parser) -> None:
         "(default: %(default)s)",
     )
     add_scheduler_arguments(parser)
-    parser.add_argument(
-        "--log-level",
-        default="warning",
-        choices=("debug", "info", "warning", "error"),
-        help="info also logs each refused request (default: %(default)s)",
-    )
+    add_log_level_argument(parser, "info also logs each refused request")
 
 
 def _check(args):

@@ -12,6 +12,7 @@ import hmac
 import os
 from pathlib import Path
 
+from kokoro_tvm_ext.serve.option_files import entries
 from kokoro_tvm_ext.support.errors import InvalidInputError
 
 KEYS_ENV = "KOKORO_TVM_API_KEYS"  # comma-separated keys, added to the flags' and the file's
@@ -36,17 +37,7 @@ def _checked(key: str, where: str) -> str:
 def read_key_file(path: str | Path) -> list[str]:
     """Keys in ``path``, one a line; blank lines and ``#`` comments skipped. InvalidInputError naming the file if
     it cannot be read or holds no key."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        reason = err.strerror if isinstance(err, OSError) and err.strerror else type(err).__name__
-        raise InvalidInputError(f"--api-key-file {path}: cannot read it ({reason})") from None
-    keys = []
-    for number, line in enumerate(text.splitlines(), 1):
-        line = line.split("#", 1)[0]
-        if line.strip():
-            keys.append(_checked(line, f"--api-key-file {path}, line {number}"))
+    keys = [_checked(line, where) for line, where in entries(path, "--api-key-file")]
     if not keys:
         raise InvalidInputError(f"--api-key-file {path}: holds no key (one key a line; '#' starts a comment)")
     return keys

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from kokoro_tvm_ext.serve.option_files import entries
 from kokoro_tvm_ext.support.errors import InvalidInputError
 
 OPENAI_VOICES = {
@@ -46,19 +47,7 @@ def parse_alias(text: str, where: str = "--voice-alias") -> tuple[str, str]:
 
 def read_alias_file(path: str | Path) -> dict[str, str]:
     """``NAME=VOICE`` lines of ``path``; blank lines and ``#`` comments skipped."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        reason = err.strerror if isinstance(err, OSError) and err.strerror else type(err).__name__
-        raise InvalidInputError(f"--voice-aliases {path}: cannot read it ({reason})") from None
-    aliases = {}
-    for number, line in enumerate(text.splitlines(), 1):
-        line = line.split("#", 1)[0]
-        if line.strip():
-            name, voice = parse_alias(line, f"--voice-aliases {path}, line {number}")
-            aliases[name] = voice
-    return aliases
+    return dict(parse_alias(line, where) for line, where in entries(path, "--voice-aliases"))
 
 
 def configured_aliases(flags: list[str] | None = None, files: list[str] | None = None) -> tuple[dict, dict]:
