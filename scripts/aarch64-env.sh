@@ -3,7 +3,7 @@
 # `aarch64_env` then fetches the aarch64 libtvm_ffi.so (PyPI's apache-tvm-ffi wheel, the version pyproject.toml
 # pins) and puts first on PATH a directory where tvm-ffi-config names it, and cargo, rustc and cargo-clippy are
 # Debian's rustc-web 1.96 (rustup cannot fetch the aarch64 standard library here; see
-# scripts/install-aarch64-toolchain.sh). Run from the repo root.
+# scripts/install-system-deps.sh). Run from the repo root.
 AARCH64_TARGET=aarch64-unknown-linux-gnu
 AARCH64_DEPS=target/aarch64-deps
 
@@ -17,6 +17,8 @@ aarch64_toolchain_missing() {
         ! /usr/bin/rustc --print target-libdir --target "$AARCH64_TARGET" >/dev/null 2>&1; then
         missing+=("libc6:arm64 / libstd-rust-web-dev:arm64")
     fi
+    # gcc-aarch64-linux-gnu only recommends its C library: without it a cross link cannot find crti.o or -lm.
+    [ -e /usr/aarch64-linux-gnu/lib/crti.o ] || missing+=("libc6-dev-arm64-cross")
     echo "${missing[*]}"
 }
 

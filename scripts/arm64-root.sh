@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# An arm64 Debian 12 root for running our aarch64 wheel on this x86-64 machine (tests/test_arm64_install.py):
+# An arm64 Debian 12 root for running our aarch64 wheel on this x86-64 machine (tests/aarch64/test_arm64_install.py):
 # debootstrap's minimal system with Python 3.11 and a virtualenv in /opt/venv, entered with `chroot ROOT ...`.
 # The kernel runs its aarch64 programs through qemu-user-static's binfmt_misc entry, registered here if it is
 # not yet (it needs the binfmt_misc file system, which a container may have to mount). Emulated programs are
@@ -17,7 +17,7 @@ if [ "$(id -u)" != 0 ]; then
 fi
 for tool in debootstrap chroot; do
     command -v "$tool" >/dev/null || {
-        echo "error: $tool is missing: sudo bash scripts/install-aarch64-toolchain.sh" >&2
+        echo "error: $tool is missing: sudo bash scripts/install-system-deps.sh" >&2
         exit 1
     }
 done
@@ -25,7 +25,7 @@ binfmt=/proc/sys/fs/binfmt_misc
 if [ ! -e "$binfmt/qemu-aarch64" ]; then
     conf=/usr/lib/binfmt.d/qemu-aarch64.conf  # qemu-user-static's entry: a static emulator, loaded once ("F")
     [ -f "$conf" ] || {
-        echo "error: no $conf: sudo bash scripts/install-aarch64-toolchain.sh (qemu-user-static)" >&2
+        echo "error: no $conf: sudo bash scripts/install-system-deps.sh (qemu-user-static)" >&2
         exit 1
     }
     [ -e "$binfmt/register" ] || mount -t binfmt_misc binfmt_misc "$binfmt" || {

@@ -3,7 +3,7 @@
 # without dotprod (Cortex-A72, the Raspberry Pi 4's), with it (Cortex-A76, the Pi 5's) and with i8mm and bf16
 # (QEMU's `max`, SVE off: TCG emulates SVE ~40x slower). The kernels pick their instruction set at run time;
 # every test checks them against the same naive references as on x86. The toolchain:
-# scripts/install-aarch64-toolchain.sh (Debian's rustc-web, gcc-aarch64-linux-gnu, qemu-user); the aarch64
+# scripts/install-system-deps.sh (Debian's rustc-web, gcc-aarch64-linux-gnu, qemu-user); the aarch64
 # libtvm_ffi.so the crate links comes from PyPI's apache-tvm-ffi wheel. Emulated timings are not speed.
 # About 2 min on 2 cores from a cold build (clippy, the build, three emulated runs of ~7 s); --check only checks
 # that the toolchain is there.
@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 source scripts/aarch64-env.sh
 missing=$(aarch64_toolchain_missing)
 if [ -n "$missing" ]; then
-    echo "error: the aarch64 toolchain is missing ($missing): sudo bash scripts/install-aarch64-toolchain.sh" >&2
+    echo "error: the aarch64 toolchain is missing ($missing): sudo bash scripts/install-system-deps.sh" >&2
     exit 1
 fi
 if [ "${1:-}" = --check ]; then  # scripts/test.sh asks whether the tier can run here

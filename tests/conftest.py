@@ -15,6 +15,10 @@ TIERS = ("unit", "model", "integration")
 INTEGRATION = ("serve", "book", "aarch64", "test_cli.py", "test_wheel.py")
 # Fixtures that mean a compiled Kokoro (or its PyTorch reference) is in the test.
 MODEL_FIXTURES = {"small_artifact", "kokoro_model", "real_artifact", "bf16_artifact", "arm_library"}
+# Fixtures and files that need a system tool (tests/system_tools.py): marked ``system_tools``, which
+# test_missing_tools.py runs with the tools hidden, checking that they skip.
+SYSTEM_TOOL_FIXTURES = {"arm_library", "arm_wheel", "arm_wheels", "arm64"}
+SYSTEM_TOOL_FILES = ("aarch64", "serve/test_web.py", "book/test_ray_in_loopback.py")
 # The files that take longest, longest first (seconds of a fresh-clone CI run on 2 cores, 2026-11-26).
 # The test command hands files to its two workers in this order, then the rest in collection order
 # (scripts/test.sh passes --no-loadscope-reorder; xdist's default, most tests first, started the
@@ -35,12 +39,20 @@ LONGEST_FIRST = (
 )
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "system_tools: needs what scripts/install-system-deps.sh installs")
+
+
 def pytest_collection_modifyitems(config, items):
-    """Give every test one tier (pyproject.toml's markers), unless it names its own; longest files first."""
+    """Give every test one tier (pyproject.toml's markers), unless it names its own; longest files first; mark
+    those that need a system tool."""
     tests = Path(__file__).parent
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(_under(tests, item).as_posix(), len(rank)))
     for item in items:
+        path = _under(tests, item).as_posix()
+        if SYSTEM_TOOL_FIXTURES & set(item.fixturenames) or path.startswith(SYSTEM_TOOL_FILES):
+            item.add_marker("system_tools")
         if any(item.get_closest_marker(t) for t in TIERS):
             continue
         parts = _under(tests, item).parts
@@ -97,8 +109,11 @@ def small_artifact(kokoro_model):
 
 
 @pytest.fixture(scope="session")
-def arm_library(kokoro_model):
-    """``kokoro_model`` cross-compiled for cortex-a76, fp32 (precision_modes.cross_compiled)."""
+def arm_library(request):
+    """``kokoro_model`` cross-compiled for cortex-a76, fp32 (precision_modes.cross_compiled); skipped without the
+    cross compiler before the model is built."""
     from precision_modes import cross_compiled
+    from system_tools import CROSS_COMPILER, require
 
-    return cross_compiled(kokoro_model)
+    require(*CROSS_COMPILER)
+    return cross_compiled(request.getfixturevalue("kokoro_model"))

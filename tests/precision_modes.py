@@ -4,7 +4,6 @@ the fallback run in a child process, the compiled artifact of a mode, and how it
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 
@@ -78,11 +77,12 @@ def cross_compiled(kokoro_model, precision: str = "fp32"):
     artifact (no weights: its transforms run on aarch64 only), the same for any weights of this config. Kept in
     the user cache under ``test-artifacts/`` like ``small_artifact``, keyed by the compiler sources, the
     precision and the target."""
+    from system_tools import CROSS_COMPILER, require
+
     from kokoro_tvm_ext.model import artifact_cache
     from kokoro_tvm_ext.support.cache import cache_dir
 
-    if shutil.which("aarch64-linux-gnu-gcc") is None:
-        pytest.skip("no aarch64-linux-gnu-gcc: sudo bash scripts/install-aarch64-toolchain.sh")
+    require(*CROSS_COMPILER)
     target = artifact_cache.target_spec("cortex-a76")
     key = artifact_cache.library_key(precision=precision, target=target)
     out = cache_dir() / "test-artifacts" / f"library-{key}"

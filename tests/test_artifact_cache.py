@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 
 import pytest
 
@@ -187,6 +188,12 @@ def test_a_target_of_another_architecture_is_cross_compiled_without_weights(
     from kokoro_tvm_ext.model.runtime import cpu_features
 
     monkeypatch.setattr(cpu_features.platform, "machine", lambda: "x86_64")
+    # The copy links nothing, but the cache asks for the cross compiler first: a stand-in, so no toolchain is needed.
+    stand_in = checkpoint.parent / "bin" / "aarch64-linux-gnu-gcc"
+    stand_in.parent.mkdir()
+    stand_in.write_text("#!/bin/sh\nexit 1\n")
+    stand_in.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{stand_in.parent}{os.pathsep}{os.environ['PATH']}")
     compiled = compiles_by_copy(monkeypatch, small_artifact)
     monkeypatch.setattr(artifact_cache, "_bind_into", lambda *a: pytest.fail("weights were bound"))
     entry = artifact_cache.ensure_artifact(checkpoint, target="cortex-a76", quiet=True)

@@ -250,17 +250,18 @@ int main(void) { printf("%lx %lx\\n", getauxval(16), getauxval(26)); }
 """
 
 
+@pytest.mark.system_tools
 def test_the_decoded_bits_are_the_ones_an_emulated_arm_cpu_reports(tmp_path):
     """A C program built for aarch64 prints getauxval(AT_HWCAP) and (AT_HWCAP2) under qemu-user, as each CPU model."""
     import shutil
     import subprocess
 
+    from system_tools import ARM64_LIBC, CROSS_COMPILER, require
+
     from kokoro_tvm_ext.model.runtime.cpu_features import aarch64_features
 
-    qemu = shutil.which("qemu-aarch64") or shutil.which("qemu-aarch64-static")
-    gcc = shutil.which("aarch64-linux-gnu-gcc")
-    if qemu is None or gcc is None or not Path("/lib/ld-linux-aarch64.so.1").exists():
-        pytest.skip("needs qemu-user, gcc-aarch64-linux-gnu and libc6:arm64 (scripts/install-aarch64-toolchain.sh)")
+    require("qemu-aarch64", *CROSS_COMPILER, str(ARM64_LIBC))
+    qemu, gcc = shutil.which("qemu-aarch64"), shutil.which("aarch64-linux-gnu-gcc")
     (tmp_path / "auxv.c").write_text(AUXV_PROGRAM)
     subprocess.run([gcc, "-O2", "-o", str(tmp_path / "auxv"), str(tmp_path / "auxv.c")], check=True)
 

@@ -15,8 +15,8 @@ The companion wheel is built here from the session's ``small_artifact`` (compile
 this CPU) rather than by the release script, which compiles the portable levels
 (minutes each): the packing is the same (scripts/build_artifacts_wheel.py).
 
-Where the aarch64 toolchain is installed (scripts/install-aarch64-toolchain.sh; CI does), the release script also
-cross-builds the aarch64 wheel: its tag, its code's architecture and pip's refusal of it here are checked.
+Where the aarch64 toolchain is installed (scripts/install-system-deps.sh; scripts/test.sh as root does), the release
+script also cross-builds the aarch64 wheel: its tag, its code's architecture and pip's refusal of it here are checked.
 
 Costs: the zig release build (about 1.5 min warm, 2.5 min cold on 2 cores; the aarch64 one ~1 min more), the
 shared random-weights artifact (tests/conftest.py), and the sdist build, which
@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from system_tools import require_aarch64_toolchain
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = "Hello world."
@@ -95,12 +96,12 @@ def wheel(dist) -> Path:
 
 
 @pytest.fixture(scope="module")
-def arm_wheel(dist) -> Path:
-    """The aarch64 wheel, cross-built where scripts/install-aarch64-toolchain.sh installed the toolchain."""
-    built = list(dist.glob("*_aarch64.whl"))
-    if not built:
-        pytest.skip("no aarch64 toolchain here: sudo bash scripts/install-aarch64-toolchain.sh")
-    return built[0]
+def arm_wheel(request) -> Path:
+    """The aarch64 wheel, cross-built where scripts/install-system-deps.sh installed the toolchain (skipped without
+    it before the release build)."""
+    require_aarch64_toolchain()
+    (built,) = request.getfixturevalue("dist").glob("*_aarch64.whl")
+    return built
 
 
 @pytest.fixture(scope="module")

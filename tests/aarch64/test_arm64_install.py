@@ -18,8 +18,8 @@ directory of aarch64 wheels fetched here from PyPI, our aarch64 wheel with the `
 Emulated, a second of speech costs about a minute of these 2 cores, so the texts are a few words. A fresh-clone
 run's costs: the root ~2.7 min (once; kept in target/arm64-root), fetching the wheels and pip in the root
 ~2 min, the apps ~3.5 min, the sentence ~2 min, the random-weights model ~1.3 min: ~12 min of one worker.
-Needs root (chroot, binfmt_misc) and the aarch64 toolchain (scripts/install-aarch64-toolchain.sh); skipped with
-the reason otherwise.
+Needs root (chroot, binfmt_misc) and the aarch64 toolchain with debootstrap and qemu-user-static
+(scripts/install-system-deps.sh, which scripts/test.sh runs as root); skipped with the reason otherwise.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from system_tools import require, require_aarch64_toolchain
 
 from kokoro_tvm_ext.model.runtime import cpu_features
 
@@ -48,6 +49,9 @@ PIP_PLATFORMS = ("manylinux_2_28_aarch64", "manylinux_2_17_aarch64", "manylinux2
 
 if cpu_features.host_arch() != "x86_64":
     pytest.skip("runs an aarch64 install under emulation on an x86-64 machine", allow_module_level=True)
+# Before any work: the root (debootstrap, qemu-user-static's binfmt entry), the wheel and the cross-compiled library.
+require("debootstrap", "/usr/lib/binfmt.d/qemu-aarch64.conf")
+require_aarch64_toolchain()
 
 
 def _run(cmd, **kw) -> subprocess.CompletedProcess:
@@ -80,7 +84,9 @@ class Arm64:
 def arm64(tmp_path_factory):
     """The arm64 root (built once) and a fresh directory in it, removed afterwards."""
     if os.geteuid() != 0:
-        pytest.skip("the arm64 root needs root (chroot, binfmt_misc): sudo, or run the tests as root")
+        pytest.skip(
+            "the arm64 root needs root (chroot, binfmt_misc): run the tests as root (sudo bash scripts/test.sh)"
+        )
     made = subprocess.run(["bash", ROOT / "scripts" / "arm64-root.sh", ARM_ROOT], capture_output=True, text=True)
     if made.returncode != 0:
         pytest.skip(f"no arm64 root: {made.stderr.strip().splitlines()[-1]}")
@@ -98,8 +104,7 @@ def arm_wheels(arm_library, tmp_path_factory) -> tuple[Path, Path]:
     from release_build import release_dist
 
     wheels = list(release_dist().glob("kokoro_tvm_ext-*_aarch64.whl"))
-    if not wheels:
-        pytest.skip("no aarch64 toolchain here: sudo bash scripts/install-aarch64-toolchain.sh")
+    assert wheels, "scripts/build-wheels.sh built no aarch64 wheel although the toolchain is here"
     out = tmp_path_factory.mktemp("companion")
     _run(
         [sys.executable, ROOT / "scripts" / "build_artifacts_wheel.py", out, "--artifact", f"{QEMU_CPU}={arm_library}"]

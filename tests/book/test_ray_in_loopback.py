@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 from kokoro_harness.local_ray import WRAPPER, in_loopback_namespace
+from system_tools import require
+
+require("ip", "unshare")  # the namespace's loopback is brought up with iproute2's ip
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -25,6 +25,8 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("kokoro")
 
+from system_tools import CROSS_COMPILER, require  # noqa: E402
+
 import kokoro_tvm_ext  # noqa: E402
 from kokoro_tvm_ext.errors import UnsupportedCPUError  # noqa: E402
 from kokoro_tvm_ext.model import artifact_cache  # noqa: E402
@@ -190,13 +192,14 @@ def test_the_companion_wheel_packs_an_aarch64_level_in_a_wheel_of_its_own(arm_li
     assert refused.returncode != 0 and "is not a supported wheel on this platform" in refused.stderr, refused.stderr
 
 
-def test_an_int8_library_cross_compiles_for_a_pi_5(kokoro_model, tmp_path, monkeypatch, capsys):
+@pytest.mark.system_tools
+def test_an_int8_library_cross_compiles_for_a_pi_5(request, tmp_path, monkeypatch, capsys):
     """`kokoro-tvm compile --target cortex-a76 --precision int8`: a named target gets the precision asked, whatever
     this machine computes in (here its int8 instructions hidden); the Pi decides at load (SDOT with dotprod, else
     fp32 kernels with a notice). The library calls the int8 kernels. The compile is kept in the user cache, as
     ``arm_library``'s."""
-    if shutil.which("aarch64-linux-gnu-gcc") is None:
-        pytest.skip("no aarch64-linux-gnu-gcc (apt-get install gcc-aarch64-linux-gnu)")
+    require(*CROSS_COMPILER)  # before the model is built
+    kokoro_model = request.getfixturevalue("kokoro_model")
     from kokoro_tvm_ext.cli import main
     from kokoro_tvm_ext.support.cache import cache_dir
 

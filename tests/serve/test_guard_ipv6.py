@@ -15,6 +15,7 @@ import httpx
 import pytest
 from fakes import fake_server
 from kokoro_harness.local_ray import WRAPPER
+from system_tools import require
 
 from kokoro_tvm_ext.serve.limits import client_key
 
@@ -51,6 +52,7 @@ def _have(addresses) -> bool:
 
 
 def _run_in_a_namespace_with_the_addresses(test: str) -> None:
+    require("ip", "unshare")
     if subprocess.run(["bash", ROOT / WRAPPER, "true"], capture_output=True).returncode != 0:
         pytest.skip("no network namespace here (needs root or unprivileged user namespaces)")
     add = " && ".join(f"ip -6 addr add {a}/128 dev lo nodad" for a in SAME_64)

@@ -11,12 +11,11 @@ import httpx
 import pytest
 from conftest import SPEED
 from fakes import fake_server
+from system_tools import skip_reason
 
 sync_api = pytest.importorskip("playwright.sync_api")
 CHROMIUM = shutil.which("chromium")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)"
-)
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason=skip_reason("chromium") or "")
 
 # Three chunks (the first is cut early), so the audio can start before the stream ends; short, as random weights
 # speak slowly.
