@@ -183,3 +183,22 @@ def test_a_replica_plans_with_the_deployments_first_chunk_tokens_and_input_limit
         too_long = client.post("/v1/audio/speech", json={"input": "x" * 41, "voice": "af_heart"})
     assert speaker.warmed and speaker.plans[0]["first_chunk_tokens"] == 7
     assert too_long.status_code == 413 and "at most 40" in too_long.text
+
+
+def test_wyoming_beside_the_app_shares_its_model_scheduler_and_limits(files, monkeypatch):
+    pytest.importorskip("wyoming")
+    speaker = RecordingSpeaker()
+    speaker.voice = lambda spec, lang=None: SimpleNamespace(spec=spec, lang="a")  # Wyoming reads its language
+    monkeypatch.setattr(Speaker, "open", classmethod(lambda cls, config, **_: speaker))
+    built = server.server(
+        SpeakerConfig(artifact=files / "artifact"), max_input_chars=40, first_chunk_tokens=7, request_timeout=9.0
+    )
+    app = built.app()
+    try:
+        service = built.wyoming_beside(app, idle_timeout=5.0)
+        assert (service.speaker, service.scheduler) == (speaker, app.state.scheduler)
+        config = service.config
+        assert (config.max_input_chars, config.first_chunk_tokens, config.synthesis_timeout) == (40, 7, 9.0)
+        assert config.idle_timeout == 5.0
+    finally:
+        app.state.scheduler.stop()

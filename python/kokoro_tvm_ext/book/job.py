@@ -22,6 +22,7 @@ from kokoro_tvm_ext.book.render import Reading, UnitAudio, render_unit
 from kokoro_tvm_ext.book.resume import ChapterStore, book_key
 from kokoro_tvm_ext.book.sources import Book, Chapter
 from kokoro_tvm_ext.speech import Speaker, SpeakerConfig, Speech, Voice
+from kokoro_tvm_ext.speech.markup import parse_markup
 from kokoro_tvm_ext.support.cache import interrupts_deferred
 from kokoro_tvm_ext.support.errors import InvalidInputError
 
@@ -38,6 +39,16 @@ class LocalExecutor:
 
     def close(self) -> None:
         pass
+
+
+def check_markup(book: Book) -> None:
+    """Pause tags and inline pronunciations of every chapter, before any is spoken (a unit with an error
+    would otherwise be a silent one): the first bad one, named with its chapter."""
+    for number, chapter in enumerate(book.chapters, 1):
+        try:
+            parse_markup(chapter.text)
+        except InvalidInputError as err:
+            raise InvalidInputError(f"chapter {number} ({chapter.title}): {err}") from None
 
 
 def _assemble(title: str, parts: list[UnitAudio], sample_rate: int) -> ChapterAudio:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sys
 
-from kokoro_tvm_ext.book.job import BookJob
+from kokoro_tvm_ext.book.job import BookJob, check_markup
 from kokoro_tvm_ext.book.output import BookOutput
 from kokoro_tvm_ext.book.plan import UNIT_CHARS
 from kokoro_tvm_ext.book.sources import EpubLimits, read_book
@@ -33,7 +33,6 @@ from kokoro_tvm_ext.cli.options import (
     speaker_config,
 )
 from kokoro_tvm_ext.speech import Voice
-from kokoro_tvm_ext.speech.markup import parse_markup
 from kokoro_tvm_ext.speech.voices import DEFAULT_VOICE
 from kokoro_tvm_ext.support.errors import InvalidInputError
 
@@ -125,17 +124,6 @@ def _check(args):
     return output, config
 
 
-def _check_markup(book) -> None:
-    """Pause tags and inline pronunciations of every chapter, before any is spoken (a unit with an error
-    would otherwise be a silent one): the first bad one, named with its chapter."""
-
-    for number, chapter in enumerate(book.chapters, 1):
-        try:
-            parse_markup(chapter.text)
-        except InvalidInputError as err:
-            raise InvalidInputError(f"chapter {number} ({chapter.title}): {err}") from None
-
-
 def run(args) -> int:
 
     # Everything the user can get wrong is checked before the slow steps; errors become one
@@ -143,7 +131,7 @@ def run(args) -> int:
     output, config = _check(args)
     limits = EpubLimits(args.max_book_bytes, args.max_book_entries, args.max_book_ratio, args.max_book_text_bytes)
     book = read_book(args.input, limits)
-    _check_markup(book)
+    check_markup(book)
     voice = Voice.load(args.voice, args.lang)
     job = BookJob.prepare(
         config, voice, output, speed=args.speed, seed=args.seed, unit_chars=args.unit_chars, ray=args.ray

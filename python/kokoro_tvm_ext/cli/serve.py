@@ -221,15 +221,7 @@ def run(args) -> int:
     print(f"kokoro-tvm serve: listening on http://{args.host}:{args.port}", file=sys.stderr)
     wyoming_thread = None
     if wyoming is not None:
-        # The same model and scheduler: HTTP and Wyoming requests take turns chunk by chunk.
-        wyoming_config = wyoming.WyomingConfig(
-            max_input_chars=built.max_input_chars,
-            first_chunk_tokens=built.first_chunk_tokens,
-            idle_timeout=args.wyoming_idle_timeout,
-            synthesis_timeout=guard.request_timeout,
-        )
-        service = wyoming.WyomingService(app.state.speaker, app.state.scheduler, wyoming_config)
-        wyoming_thread = wyoming.start_in_thread(service, wyoming_socket)
+        wyoming_thread = wyoming.start_in_thread(built.wyoming_beside(app, args.wyoming_idle_timeout), wyoming_socket)
         print(f"kokoro-tvm serve: Wyoming on {wyoming.address_of(wyoming_socket)}", file=sys.stderr)
     if "*" not in guard.allowed_hosts:
         print(f"kokoro-tvm serve: answering requests for hosts {', '.join(guard.allowed_hosts)}", file=sys.stderr)

@@ -54,6 +54,19 @@ class Server:
             speaker, voices=self.voices, limits=limits, guard=self.guard, max_batch=self.max_batch, docs=self.docs
         )
 
+    def wyoming_beside(self, app, idle_timeout: float):
+        """A Wyoming service on ``app``'s model and scheduler (HTTP and Wyoming requests take turns chunk by
+        chunk), with this server's input limit, first chunk and request deadline."""
+        from kokoro_tvm_ext.serve import wyoming
+
+        config = wyoming.WyomingConfig(
+            max_input_chars=self.max_input_chars,
+            first_chunk_tokens=self.first_chunk_tokens,
+            idle_timeout=idle_timeout,
+            synthesis_timeout=self.guard.request_timeout,
+        )
+        return wyoming.WyomingService(app.state.speaker, app.state.scheduler, config)
+
     def exposure_warning(self, give_key: str) -> str | None:
         """The warning to print when it listens beyond loopback without a key (``give_key``: how to give one)."""
         return options.exposure_warning(self.guard, self.host, give_key)
