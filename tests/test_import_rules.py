@@ -222,6 +222,7 @@ APPS_BELOW_SPEECH = {
         "kokoro_tvm_ext.model.compile.compile_kokoro",
         "kokoro_tvm_ext.model.compile.cross_compiler",
         "kokoro_tvm_ext.model.runtime.artifact",
+        "kokoro_tvm_ext.model.runtime.artifact.LSTM_IMPLS",
         "kokoro_tvm_ext.model.runtime.artifact.holds_checkpoint",
         "kokoro_tvm_ext.model.runtime.artifact.read_meta",
         "kokoro_tvm_ext.model.runtime.cpu_features",

@@ -24,7 +24,7 @@ import sys
 from kokoro_tvm_ext.cli.options import add_precision_argument
 from kokoro_tvm_ext.model.artifact_cache import compiler_installed, ensure_artifact, target_spec
 from kokoro_tvm_ext.model.compile import compile_kokoro, cross_compiler
-from kokoro_tvm_ext.model.runtime.artifact import holds_checkpoint, read_meta
+from kokoro_tvm_ext.model.runtime.artifact import LSTM_IMPLS, holds_checkpoint, read_meta
 from kokoro_tvm_ext.model.runtime.cpu_features import described, host_arch
 from kokoro_tvm_ext.model.weights import find_weights, load_kmodel
 from kokoro_tvm_ext.support.errors import InvalidInputError, MissingAssetError
@@ -37,7 +37,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--weights", help="a Kokoro .pth state_dict (default: see above)")
     parser.add_argument(
         "--lstm-impl",
-        choices=["plugin", "tir"],
+        choices=LSTM_IMPLS,
         default="plugin",
         help="plugin: the Rust LSTM kernel (fast); tir: a TIR loop, for artifacts that must "
         "run without this plugin's LSTM (default: %(default)s)",
