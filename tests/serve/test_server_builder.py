@@ -202,3 +202,30 @@ def test_wyoming_beside_the_app_shares_its_model_scheduler_and_limits(files, mon
         assert config.idle_timeout == 5.0
     finally:
         app.state.scheduler.stop()
+
+
+def test_serve_listens_with_the_built_app_and_its_wyoming_beside(files, monkeypatch, capsys):
+    """`kokoro-tvm serve` end to end but the model and the listening: the app it serves and the Wyoming service
+    beside it take the flags."""
+    pytest.importorskip("wyoming")
+    from kokoro_tvm_ext.cli import main
+    from kokoro_tvm_ext.serve import listen, wyoming
+
+    speaker = RecordingSpeaker()
+    speaker.voice = lambda spec, lang=None: SimpleNamespace(spec=spec, lang="a")
+    monkeypatch.setattr(Speaker, "open", classmethod(lambda cls, config, **_: speaker))
+    served, beside = {}, {}
+    monkeypatch.setattr(listen, "run", lambda app, **kw: served.update(app=app, **kw))
+    stopped = []
+    thread = SimpleNamespace(stop=lambda: stopped.append(True))
+    monkeypatch.setattr(wyoming, "start_in_thread", lambda service, sock: beside.update(service=service) or thread)
+    argv = ["serve", "--artifact", str(files / "artifact"), "--port", "0", "--first-chunk-tokens", "7"]
+    argv += ["--max-batch", "2", "--request-timeout", "9", "--wyoming", "tcp://127.0.0.1:0"]
+    assert main(argv) == 0, capsys.readouterr().err
+    app = served["app"]
+    assert app.state.limits.first_chunk_tokens == 7 and app.state.scheduler.max_batch == 2
+    assert served["bounds"].request_timeout == 9.0 and speaker.warmed
+    service = beside["service"]
+    assert service.scheduler is app.state.scheduler and service.config.first_chunk_tokens == 7
+    assert service.config.synthesis_timeout == 9.0 and stopped == [True]
+    app.state.scheduler.stop()
