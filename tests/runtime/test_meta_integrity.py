@@ -238,16 +238,21 @@ def test_a_forged_embedding_shape_is_refused_by_the_library_not_read_past(edit):
         runtime.synthesize([99999], STYLE, speed=SPEED)
 
 
-def assigned(module: Path, name: str):
-    """The literal ``module`` assigns to ``name``, read from its source (importing it needs TVM's compiler, which
-    a process that already loaded TVM's runtime alone cannot import)."""
-    for node in ast.parse(module.read_text()).body:
-        if isinstance(node, ast.Assign) and [t.id for t in node.targets if isinstance(t, ast.Name)] == [name]:
-            return ast.literal_eval(node.value)
-    raise AssertionError(f"{module} assigns no {name}")
+def imported_from(module: Path) -> dict[str, str]:
+    """What ``module`` imports by name (name -> module), read from its source (importing it needs TVM's compiler,
+    which a process that already loaded TVM's runtime alone cannot import)."""
+    return {
+        alias.asname or alias.name: node.module
+        for node in ast.parse(module.read_text()).body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
 
 
-def test_the_runtimes_choices_match_the_compilers():
+def test_the_runtime_and_the_compiler_take_their_choices_from_one_place():
+    from kokoro_tvm_ext.plugin import choices
+
+    assert (artifact.PRECISIONS, artifact.LSTM_IMPLS) == (choices.PRECISIONS, choices.LSTM_IMPLS)
     plugin = Path(kokoro_tvm_ext.__file__).parent / "plugin"
-    assert artifact.LSTM_IMPLS == assigned(plugin / "frontend" / "__init__.py", "LSTM_IMPLS")
-    assert artifact.PRECISIONS == assigned(plugin / "passes" / "pack_bf16.py", "PRECISIONS")
+    assert imported_from(plugin / "frontend" / "__init__.py")["LSTM_IMPLS"] == "kokoro_tvm_ext.plugin.choices"
+    assert imported_from(plugin / "passes" / "pack_bf16.py")["PRECISIONS"] == "kokoro_tvm_ext.plugin.choices"

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from kokoro_tvm_ext.model.runtime.weights import WEIGHTS, index_problem
 from kokoro_tvm_ext.model.spec import MAX_TOKENS
+from kokoro_tvm_ext.plugin.choices import LSTM_IMPLS, PRECISIONS
 from kokoro_tvm_ext.support.cache import shared_problem
 from kokoro_tvm_ext.support.errors import ArtifactCorruptError, ArtifactMissingError, AssetError
 from kokoro_tvm_ext.support.file_hash import file_sha256, remembered_sha256
@@ -53,10 +54,6 @@ FILES = {LIBRARY: "library", WEIGHTS: "weights"}
 FORMAT_VERSION = 6
 RECOMPILE_HINT = "compile again (`kokoro-tvm compile`, or delete it to let `kokoro-tvm say` rebuild it)"
 DIGESTS = "field_sha256"
-# The compiler's choices, repeated here because the runtime must not import the compiler
-# (plugin.frontend.LSTM_IMPLS, plugin.passes.pack_bf16.PRECISIONS; a test keeps them equal).
-LSTM_IMPLS = ("plugin", "tir")
-PRECISIONS = ("fp32", "bf16", "int8")
 
 
 def field_digest(value) -> str:

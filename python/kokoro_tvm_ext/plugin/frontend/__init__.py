@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kokoro_tvm_ext.plugin.choices import LSTM_IMPLS
 from kokoro_tvm_ext.plugin.frontend import (  # noqa: F401  (each module registers its converters)
     clamp,
     convolution,
@@ -16,8 +17,6 @@ from kokoro_tvm_ext.plugin.frontend.lstm import lstm_converters
 from kokoro_tvm_ext.plugin.frontend.random import random_converters
 from kokoro_tvm_ext.plugin.frontend.registry import CONVERTERS, converter
 from kokoro_tvm_ext.plugin.legalize import slice_scatter  # noqa: F401  (symbolic bounds need our FLegalize)
-
-LSTM_IMPLS = ("plugin", "tir")
 
 
 def decomposition_table():

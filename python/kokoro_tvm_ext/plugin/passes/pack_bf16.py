@@ -13,17 +13,16 @@ Kokoro's F0 predictor, whose output SineGen integrates into the phase of its
 sines: with bf16 F0 the waveform drifts out of phase within a second (SNR
 against fp32 under 10 dB), while the decoder after it takes bf16 at ~40 dB.
 
-This module also owns the precisions a compile takes (``PRECISIONS``; the
-artifact's meta.json accepts the same, a test keeps them equal).
+The precisions a compile takes are ``plugin/choices.py``'s ``PRECISIONS`` (re-exported here), which the
+artifact's meta.json accepts.
 """
 
 from __future__ import annotations
 
 import tvm
 
+from kokoro_tvm_ext.plugin.choices import PRECISIONS
 from kokoro_tvm_ext.plugin.passes._relax_utils import PACKED_KERNELS, PRECISION_ATTR, pack_kernels
-
-PRECISIONS = ("fp32", "bf16", "int8")
 
 # The f32 kernels with a bf16 variant (named ``{kernel}_bf16``, packed as kind ``{kernel}``).
 BF16_KERNELS = PACKED_KERNELS
