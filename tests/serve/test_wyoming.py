@@ -95,7 +95,7 @@ def assert_same_audio(got: np.ndarray, want: np.ndarray) -> None:
 
 def test_describe_lists_every_voice_with_its_language(wyoming_server):
     from kokoro_tvm_ext.speech import list_voices
-    from kokoro_tvm_ext.speech.g2p.languages import BY_CODE
+    from kokoro_tvm_ext.speech.languages import BY_CODE
 
     info = Info.from_event(asyncio.run(exchange(wyoming_server, Describe().event(), until=("info",)))[-1])
     (program,) = info.tts

@@ -117,7 +117,7 @@ def test_markup_and_sentences_import_no_g2p_chunks_or_synthesis():
 @pytest.mark.parametrize(
     "module, source",
     [
-        (f"{SPEECH}.sentences", "from kokoro_tvm_ext.speech.g2p.languages import BY_CODE\n"),
+        (f"{SPEECH}.sentences", "from kokoro_tvm_ext.speech.g2p.words import Word\n"),
         (f"{SPEECH}.markup", "def late():\n    from kokoro_tvm_ext.speech import sentences\n"),
         (f"{SPEECH}.g2p.espeak", "from ..chunks import Chunk\n"),
         (f"{SPEECH}.languages", "import kokoro_tvm_ext.speech\n"),

@@ -8,7 +8,7 @@ from kokoro_tvm_ext.serve.options import check_scheduling
 from kokoro_tvm_ext.serve.scheduler import MAX_BATCH
 from kokoro_tvm_ext.speech.chunks import FIRST_CHUNK_TOKENS
 from kokoro_tvm_ext.speech.config import PRECISIONS, SpeakerConfig
-from kokoro_tvm_ext.speech.g2p.languages import codes_text, tags_text
+from kokoro_tvm_ext.speech.languages import codes_text, tags_text
 from kokoro_tvm_ext.speech.speaker import MAX_SPEED, MIN_SPEED
 from kokoro_tvm_ext.support.errors import InvalidInputError
 

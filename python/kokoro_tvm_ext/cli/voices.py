@@ -15,7 +15,7 @@ examples:
 from __future__ import annotations
 
 from kokoro_tvm_ext.speech import list_voices, resolve_lang
-from kokoro_tvm_ext.speech.g2p.languages import BY_CODE
+from kokoro_tvm_ext.speech.languages import BY_CODE
 from kokoro_tvm_ext.speech.voices import sdist
 from kokoro_tvm_ext.support.errors import InvalidInputError
 

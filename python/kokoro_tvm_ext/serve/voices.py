@@ -7,7 +7,7 @@ import difflib
 
 from kokoro_tvm_ext.serve.openai_voices import OPENAI_VOICES
 from kokoro_tvm_ext.speech import list_voices, parse_voice_spec
-from kokoro_tvm_ext.speech.g2p.languages import BY_CODE
+from kokoro_tvm_ext.speech.languages import BY_CODE
 from kokoro_tvm_ext.support.errors import InvalidInputError, UnknownVoiceError
 
 

@@ -58,7 +58,7 @@ from kokoro_tvm_ext.serve.chunk_stream import ChunkStream, SynthesisError
 from kokoro_tvm_ext.serve.options import MAX_INPUT_CHARS, WYOMING_URI
 from kokoro_tvm_ext.speech import DEFAULT_VOICE, FIRST_CHUNK_TOKENS, list_voices
 from kokoro_tvm_ext.speech.audio import to_int16
-from kokoro_tvm_ext.speech.g2p.languages import BY_CODE, resolve_lang
+from kokoro_tvm_ext.speech.languages import BY_CODE, resolve_lang
 from kokoro_tvm_ext.speech.sentences import SentenceBuffer
 from kokoro_tvm_ext.speech.text_checks import clean_text
 from kokoro_tvm_ext.speech.voices import voice_language
