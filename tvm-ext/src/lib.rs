@@ -17,6 +17,8 @@ mod job;
 pub mod legalize;
 pub mod lstm;
 pub mod matmul;
+#[cfg(test)]
+mod precision_probe;
 mod scratch;
 pub mod sin;
 pub mod snake;
@@ -78,9 +80,11 @@ pub const KERNELS: &[(&str, Constructor)] = &[
 pub const SETTINGS: &[(&str, Constructor)] =
     &[("kokoro_tvm_ext.set_num_threads", threads::function)];
 
-/// Descriptions of the functions above, read by Python (`kokoro_tvm_ext/kernels.py`).
-pub const INFO: &[(&str, Constructor)] =
-    &[("kokoro_tvm_ext.kernel_interfaces", interface::function)];
+/// Descriptions of the functions above, read by Python (`python/kokoro_tvm_ext/plugin/kernels.py`).
+pub const INFO: &[(&str, Constructor)] = &[(
+    "kokoro_tvm_ext.kernel_interfaces",
+    args::interfaces_function,
+)];
 
 /// The global names this library registers, in table order.
 pub fn function_names() -> Vec<&'static str> {
