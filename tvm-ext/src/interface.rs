@@ -362,6 +362,14 @@ pub const SET_NUM_THREADS: Interface = Interface {
     entries: &[int("n")],
 };
 
+/// The precision x instruction-set table and this process's choices, as JSON
+/// (`precision/table.rs`).
+pub const PRECISION_KERNELS: Interface = Interface {
+    name: "precision_kernels",
+    returns: Returns::Str,
+    entries: &[],
+};
+
 pub const KERNEL_INTERFACES: Interface = Interface {
     name: "kernel_interfaces",
     returns: Returns::Str,
@@ -394,6 +402,7 @@ pub const ALL: &[&Interface] = &[
     &MATMUL_PANELS,
     &SET_NUM_THREADS,
     &KERNEL_INTERFACES,
+    &PRECISION_KERNELS,
 ];
 
 /// The interface of the function registered as `global` (`kokoro_tvm_ext.<name>`).

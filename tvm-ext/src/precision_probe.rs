@@ -85,7 +85,6 @@ fn conv(precision: &str, s: Shape, reps: usize) -> (Vec<f32>, Vec<f64>) {
         times.push(t.elapsed().as_secs_f64());
     }
     drop(args);
-    drop((xv, wv, bv, ov));
     (ot.data.clone(), times)
 }
 
@@ -128,7 +127,6 @@ fn matmul(
         times.push(t.elapsed().as_secs_f64());
     }
     drop(args);
-    drop((xv, wv, bv, ov));
     (ot.data.clone(), times)
 }
 

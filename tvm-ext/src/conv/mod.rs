@@ -68,7 +68,7 @@ use rayon::prelude::*;
 use tvm_ffi::{bail, ensure, AnyView, Function, Result, TensorView, VALUE_ERROR};
 
 use crate::args::{dps_function, no_overlap, span, Cursor};
-use crate::gemm::{sgemm, sgemm_shared, threads, Layout, SharedMut};
+use crate::gemm::{sgemm, sgemm_shared, threads, F32Gemm, Layout, SharedMut};
 use crate::interface::{self, Interface};
 use crate::job::{internal, JobError};
 use crate::scratch::Scratch;
@@ -178,6 +178,7 @@ pub fn transpose_function() -> Function {
 
 pub mod bf16;
 mod call;
+mod driver;
 pub mod int8;
 mod kernels;
 mod packed;
@@ -191,7 +192,8 @@ mod tests;
 pub mod winograd;
 
 pub(crate) use call::{call_data, parse_call, ConvCall, WeightKind};
-use kernels::{conv_direct, conv_gemm, transpose_direct, transpose_gemm};
+use driver::{conv_tiles, transpose_tiles};
+use kernels::{conv_direct, transpose_direct};
 pub(crate) use plan::{
     col2im, fill_bias, im2col_row, run_jobs, run_parallel, valid_range, Blocks, Plan, Tuning,
     TUNING,
@@ -303,7 +305,7 @@ fn conv1d_run(
         conv_direct(cfg, lout, x, w, bias, out);
         Ok(())
     } else {
-        conv_gemm(cfg, lout, x, w, bias, out, tuning.tile_bytes)
+        conv_tiles::<F32Gemm>(cfg, lout, x, w, bias, out, tuning.tile_bytes)
     }
 }
 
@@ -349,6 +351,6 @@ fn transpose_run(
         transpose_direct(cfg, lout, x, w, bias, out);
         Ok(())
     } else {
-        transpose_gemm(cfg, lout, x, w, bias, out, tuning)
+        transpose_tiles::<F32Gemm>(cfg, lout, x, w, bias, out, tuning)
     }
 }

@@ -1,12 +1,12 @@
 //! What the two packed GEMMs share, bf16 ([`super::bf16`]) and int8
 //! ([`super::int8`]): panels of `u32` words, each holding `G` consecutive
 //! elements along the inner dimension K (two bf16s, four int8s); the register
-//! tile that walks them; picking the inner loop from the CPU and the
-//! environment; and the compile-time packer's arguments.
+//! tile that walks them; and the compile-time packer's arguments. Which
+//! inner loop runs is the precision table's choice (`precision/table.rs`).
 use std::borrow::Cow;
 
 use rayon::prelude::*;
-use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, VALUE_ERROR};
+use tvm_ffi::{bail, ensure, AnyView, Result, VALUE_ERROR};
 
 use super::{threads, SharedMut};
 use crate::args::Cursor;
@@ -142,56 +142,6 @@ pub(crate) fn for_each_block(
     } else {
         block(0)
     }
-}
-
-// ---------------------------------------------------------------------------
-// Picking the inner loop.
-// ---------------------------------------------------------------------------
-
-/// The inner loop of this process.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Isa {
-    /// The precision's dot-product instruction: `VDPBF16PS` (AVX512-BF16) for
-    /// bf16, `VPDPBUSD` (AVX512-VNNI) for int8; on aarch64 `BFDOT` (bf16) and
-    /// `SDOT` (dotprod).
-    Native,
-    /// aarch64's matrix multiply-accumulate: `USMMLA` (i8mm) for int8.
-    #[cfg(target_arch = "aarch64")]
-    Matrix,
-    /// Plain Rust: exact, but slow; the kernels use the f32 path instead when
-    /// the precision is not native.
-    Portable,
-}
-
-impl Isa {
-    /// Whether this is one of the precision's own instructions (not plain Rust).
-    pub fn is_native(self) -> bool {
-        self != Isa::Portable
-    }
-
-    /// `Native` where the CPU has the instruction (`has_native`) and the
-    /// environment does not hide it (`hidden`), else `Portable`.
-    pub fn detect(hidden: bool, has_native: impl FnOnce() -> bool) -> Isa {
-        if !hidden && has_native() {
-            Isa::Native
-        } else {
-            Isa::Portable
-        }
-    }
-}
-
-/// Whether the environment variable `var` is set to hide a CPU feature (any
-/// value but empty or "0").
-pub fn disabled_by_env(var: &str) -> bool {
-    std::env::var(var).is_ok_and(|v| !v.is_empty() && v != "0")
-}
-
-/// The registered query `iface` (no arguments): whether `native()`.
-pub(crate) fn native_function(iface: &'static Interface, native: fn() -> bool) -> Function {
-    Function::from_packed(move |args: &[AnyView]| -> tvm_ffi::Result<Any> {
-        Cursor::new(iface, args)?.finish()?;
-        Ok(Any::from(native()))
-    })
 }
 
 // ---------------------------------------------------------------------------

@@ -32,7 +32,7 @@ pub(super) fn recurrent_matmul(
     let panels = gp / NB;
     match isa {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => {
+        Isa::Avx512 | Isa::Avx512Vnni | Isa::Avx512Bf16 => {
             let w = pack.as_ptr();
             let o = out.as_mut_ptr();
             // SAFETY: avx512f was detected; lengths were asserted above.
@@ -68,7 +68,7 @@ pub(super) fn recurrent_matmul(
             }
         }
         #[cfg(target_arch = "aarch64")]
-        Isa::Neon => {
+        Isa::Neon | Isa::Dotprod | Isa::I8mm | Isa::NeonBf16 => {
             let w = pack.as_ptr();
             let o = out.as_mut_ptr();
             // SAFETY: NEON was detected; lengths were asserted above.
@@ -155,11 +155,11 @@ pub(super) fn cell(isa: Isa, g: &[f32], c: &mut [f32], h: &mut [f32]) {
     match isa {
         // SAFETY: the instruction sets were detected before `isa` was chosen.
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => unsafe { avx512::cell(g, c, h) },
+        Isa::Avx512 | Isa::Avx512Vnni | Isa::Avx512Bf16 => unsafe { avx512::cell(g, c, h) },
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => unsafe { avx2::cell(g, c, h) },
         #[cfg(target_arch = "aarch64")]
-        Isa::Neon => unsafe { neon::cell(g, c, h) },
+        Isa::Neon | Isa::Dotprod | Isa::I8mm | Isa::NeonBf16 => unsafe { neon::cell(g, c, h) },
         Isa::Portable => cell_body(g, c, h),
     }
 }

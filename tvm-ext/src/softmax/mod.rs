@@ -60,11 +60,15 @@ pub(crate) fn softmax_rows(x: &[f32], y: &mut [f32], n: usize, isa: Isa) {
                 match isa {
                     // SAFETY: `Isa::best()` and `Isa::available()` only name sets this CPU runs.
                     #[cfg(target_arch = "x86_64")]
-                    Isa::Avx512 => unsafe { row_avx512(xr, yr) },
+                    Isa::Avx512 | Isa::Avx512Vnni | Isa::Avx512Bf16 => unsafe {
+                        row_avx512(xr, yr)
+                    },
                     #[cfg(target_arch = "x86_64")]
                     Isa::Avx2 => unsafe { row_avx2(xr, yr) },
                     #[cfg(target_arch = "aarch64")]
-                    Isa::Neon => unsafe { row_neon(xr, yr) },
+                    Isa::Neon | Isa::Dotprod | Isa::I8mm | Isa::NeonBf16 => unsafe {
+                        row_neon(xr, yr)
+                    },
                     Isa::Portable => row(xr, yr),
                 }
             }

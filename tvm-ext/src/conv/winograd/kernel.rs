@@ -19,11 +19,15 @@ pub(super) fn run_job(
     match isa {
         // SAFETY: the features were detected at run time.
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => unsafe { x86::avx512(call, job, s, par) },
+        Isa::Avx512 | Isa::Avx512Vnni | Isa::Avx512Bf16 => unsafe {
+            x86::avx512(call, job, s, par)
+        },
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => unsafe { x86::avx2(call, job, s, par) },
         #[cfg(target_arch = "aarch64")]
-        Isa::Neon => unsafe { neon::job(call, job, s, par) },
+        Isa::Neon | Isa::Dotprod | Isa::I8mm | Isa::NeonBf16 => unsafe {
+            neon::job(call, job, s, par)
+        },
         Isa::Portable => sized::<false, false>(call, job, s, par),
     }
 }
