@@ -25,6 +25,8 @@ pub mod panels;
 pub(crate) mod testing;
 #[cfg(test)]
 mod tests;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;
 
 // ---------------------------------------------------------------------------
 // GEMM.

@@ -25,6 +25,8 @@ pub struct MicroKernel {
     /// LLVM's name of the feature that defines the set (`avx512vnni`,
     /// `dotprod`), or `portable` (plain Rust, every CPU).
     pub isa: &'static str,
+    /// What messages call the set (the CPU "lacks AVX512-VNNI").
+    pub name: &'static str,
     /// The micro-kernel, a path under tvm-ext/src and its function.
     pub kernel: &'static str,
     /// The register tile: rows x columns of the output per call.
@@ -46,6 +48,7 @@ pub const TABLE: &[MicroKernel] = &[
         precision: "f32",
         arch: "any",
         isa: "portable",
+        name: "any CPU",
         kernel: "the gemm-f32 crate (its AVX-512, AVX2 and NEON kernels)",
         tile: "the crate's",
         packing: "none: torch's layout, the crate packs per call",
@@ -54,6 +57,7 @@ pub const TABLE: &[MicroKernel] = &[
         precision: "bf16",
         arch: "x86_64",
         isa: "avx512bf16",
+        name: "AVX512-BF16",
         kernel: "gemm/bf16/x86.rs tile_native (VDPBF16PS)",
         tile: "8x32",
         packing: PAIRS,
@@ -62,6 +66,7 @@ pub const TABLE: &[MicroKernel] = &[
         precision: "bf16",
         arch: "aarch64",
         isa: "bf16",
+        name: "bf16 (BFDOT)",
         kernel: "gemm/bf16/arm.rs tile_bfdot (BFDOT)",
         tile: "8x32",
         packing: PAIRS,
@@ -70,6 +75,7 @@ pub const TABLE: &[MicroKernel] = &[
         precision: "bf16",
         arch: "any",
         isa: "portable",
+        name: "plain Rust",
         kernel: "gemm/bf16/mod.rs tile_portable",
         tile: "8x32",
         packing: PAIRS,
@@ -78,6 +84,7 @@ pub const TABLE: &[MicroKernel] = &[
         precision: "int8",
         arch: "x86_64",
         isa: "avx512vnni",
+        name: "AVX512-VNNI",
         kernel: "gemm/int8/x86.rs tile_vnni (VPDPBUSD)",
         tile: "8x32",
         packing: QUADS,
@@ -86,6 +93,7 @@ pub const TABLE: &[MicroKernel] = &[
         precision: "int8",
         arch: "aarch64",
         isa: "i8mm",
+        name: "i8mm (USMMLA)",
         kernel: "gemm/int8/arm.rs tile_usmmla (USMMLA)",
         tile: "8x32",
         packing: QUADS,
@@ -94,6 +102,7 @@ pub const TABLE: &[MicroKernel] = &[
         precision: "int8",
         arch: "aarch64",
         isa: "dotprod",
+        name: "dotprod (SDOT)",
         kernel: "gemm/int8/arm.rs tile_sdot (SDOT)",
         tile: "8x32",
         packing: QUADS,
@@ -102,6 +111,7 @@ pub const TABLE: &[MicroKernel] = &[
         precision: "int8",
         arch: "any",
         isa: "portable",
+        name: "plain Rust",
         kernel: "gemm/int8/mod.rs tile_portable",
         tile: "8x32",
         packing: QUADS,
@@ -166,10 +176,11 @@ pub fn to_json() -> String {
         .iter()
         .map(|r| {
             format!(
-                "{{\"precision\": {}, \"arch\": {}, \"isa\": {}, \"kernel\": {}, \"tile\": {}, \"packing\": {}}}",
+                "{{\"precision\": {}, \"arch\": {}, \"isa\": {}, \"name\": {}, \"kernel\": {}, \"tile\": {}, \"packing\": {}}}",
                 quoted(r.precision),
                 quoted(r.arch),
                 quoted(r.isa),
+                quoted(r.name),
                 quoted(r.kernel),
                 quoted(r.tile),
                 quoted(r.packing)
@@ -209,4 +220,40 @@ pub fn int8_native_function() -> Function {
 /// The registered `kokoro_tvm_ext.bf16_native() -> bool`.
 pub fn bf16_native_function() -> Function {
     query_function(&interface::BF16_NATIVE, || Any::from(native("bf16")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_precision_ends_with_a_portable_row_that_any_cpu_runs() {
+        for precision in ["f32", "bf16", "int8"] {
+            let rows: Vec<_> = TABLE.iter().filter(|r| r.precision == precision).collect();
+            let last = rows.last().unwrap();
+            assert_eq!((last.arch, last.isa), ("any", "portable"), "{precision}");
+            assert_eq!(runnable(precision, true), [(*last, Isa::Portable)]);
+        }
+    }
+
+    #[test]
+    fn every_row_of_this_architecture_names_a_set_of_the_crate() {
+        for row in TABLE.iter().filter(|r| r.arch == std::env::consts::ARCH) {
+            assert!(Isa::named(row.isa).is_some(), "{row:?}");
+        }
+    }
+
+    /// The pick is the best row whose set this CPU runs, and what the
+    /// registered queries and the GEMMs use.
+    #[test]
+    fn the_pick_is_the_first_runnable_row() {
+        for precision in ["bf16", "int8"] {
+            let hiding = hidden(precision);
+            assert_eq!(selected(precision), runnable(precision, hiding)[0]);
+            assert_eq!(native(precision), selected(precision).1 != Isa::Portable);
+        }
+        assert_eq!(selected("bf16").1, crate::gemm::bf16::isa());
+        assert_eq!(selected("int8").1, crate::gemm::int8::isa());
+        assert!(to_json().contains(&format!("\"int8\": \"{}\"", selected("int8").0.isa)));
+    }
 }
