@@ -54,13 +54,15 @@
 //! `CONV1D_TRANSPOSE`).
 //!
 //! This folder holds every convolution: the f32 kernels above, their
-//! `precision="bf16"` variants ([`bf16`]: `conv1d_bf16`, `conv1d_transpose_bf16`)
-//! and Winograd's F(m, r) for stride-1 convolutions ([`winograd`]:
-//! `conv1d_winograd`). Files: `call.rs` reads a call (shared by all of them),
-//! `plan.rs` splits the work into jobs (tiles, channel blocks, the job runner,
-//! shared by all of them), `kernels.rs` holds the f32 GEMM and direct paths,
-//! `packed.rs` what the bf16 and int8 variants ([`int8`]) share;
-//! for tests, `reference.rs` holds the definitions they compare to and
+//! `precision="bf16"` and `precision="int8"` variants ([`bf16`]: `conv1d_bf16`,
+//! `conv1d_transpose_bf16`; [`int8`]) and Winograd's F(m, r) for stride-1
+//! convolutions ([`winograd`]: `conv1d_winograd`). Files: `call.rs` reads a
+//! call (shared by all of them), `plan.rs` splits the work into jobs (tiles,
+//! channel blocks, the job runner), `driver.rs` is the one tile driver of every
+//! precision (im2col, bias, GEMM, col2im) over its `ConvPrecision` steps,
+//! `kernels.rs` holds the f32 precision's steps and the direct paths,
+//! `bf16/` and `int8/` theirs, `packed.rs` the checks the packed precisions
+//! share; for tests, `reference.rs` holds the definitions they compare to and
 //! `testing.rs` the random calls of the property tests.
 use std::borrow::Cow;
 

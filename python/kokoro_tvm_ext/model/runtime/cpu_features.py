@@ -34,6 +34,8 @@ import os
 import platform
 from pathlib import Path
 
+import tvm_ffi
+
 from kokoro_tvm_ext.model.runtime.artifact import META, RECOMPILE_HINT
 from kokoro_tvm_ext.support.errors import ArtifactCorruptError, UnsupportedCPUError
 
@@ -269,8 +271,6 @@ def precision_table() -> dict:
     that says which micro-kernel runs for a precision on which instruction set: ``rows`` (precision, arch, isa: the
     LLVM feature that defines the set or ``portable``, name, kernel, tile, packing; per precision best first),
     ``selected`` (this process's pick per precision), ``hiding`` (precision -> the variable that hides its sets)."""
-    import tvm_ffi
-
     return json.loads(str(tvm_ffi.get_global_func("kokoro_tvm_ext.precision_kernels")()))
 
 

@@ -5,6 +5,7 @@ use rayon::prelude::*;
 #[cfg(target_arch = "x86_64")]
 use super::isa;
 use super::{MR, NR};
+#[cfg(target_arch = "x86_64")]
 use crate::isa::Isa;
 use crate::job::JobError;
 
