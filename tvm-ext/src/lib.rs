@@ -18,8 +18,6 @@ pub mod legalize;
 pub mod lstm;
 pub mod matmul;
 pub mod precision;
-#[cfg(test)]
-mod precision_probe;
 mod scratch;
 pub mod sin;
 pub mod snake;

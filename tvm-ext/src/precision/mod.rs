@@ -16,6 +16,8 @@ use tvm_ffi::{Result, TensorView};
 use crate::gemm::packed::Kind;
 use crate::scratch::Scratch;
 
+#[cfg(test)]
+mod bench;
 pub mod table;
 
 /// What every operator needs to know of a precision.

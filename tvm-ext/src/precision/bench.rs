@@ -1,7 +1,6 @@
-//! Temporary: output hashes and timings of every precision's convolutions and
-//! matmul, through the registry only, to compare before and after a refactor.
-use std::hash::{Hash, Hasher};
-
+//! Every precision's convolutions and matmul at Kokoro's sizes, timed through
+//! the registry (as compiled code calls them):
+//! `cargo test --release -p tvm-ext bench_precisions -- --ignored --nocapture`
 use tvm_ffi::{AnyView, Function};
 
 use crate::gemm::testing::call_packer;
@@ -27,7 +26,7 @@ fn global(name: &str) -> Function {
     Function::get_global(&format!("kokoro_tvm_ext.{name}")).unwrap()
 }
 
-/// Runs conv `precision` ("" for f32) and returns the output.
+/// Calls conv `precision` ("" for f32) `reps` times: its output and the times.
 fn conv(precision: &str, s: Shape, reps: usize) -> (Vec<f32>, Vec<f64>) {
     let (tr, cin, cout, l, k, st, p, d, g, op, has_bias) = s;
     let mut rng = Rng((cin * 131 + l * 7 + k + st) as u64);
@@ -130,47 +129,16 @@ fn matmul(
     (ot.data.clone(), times)
 }
 
-fn hash(v: &[f32]) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    for x in v {
-        x.to_bits().hash(&mut h);
-    }
-    h.finish()
-}
-
-const HASH_SHAPES: &[Shape] = &[
-    (false, 512, 512, 400, 3, 1, 1, 1, 1, 0, true),
-    (false, 64, 96, 301, 7, 1, 9, 3, 1, 0, false),
-    (false, 48, 64, 200, 5, 2, 2, 1, 2, 0, true),
-    (false, 17, 33, 129, 4, 3, 0, 2, 1, 0, true),
-    (true, 256, 128, 120, 20, 10, 5, 1, 1, 0, true),
-    (true, 64, 48, 77, 12, 6, 3, 1, 2, 1, false),
-    (true, 33, 40, 50, 3, 2, 1, 2, 1, 1, true),
-];
-
-#[test]
-#[ignore]
-fn probe_hashes() {
-    for pr in ["", "bf16", "int8"] {
-        for s in HASH_SHAPES {
-            let (out, _) = conv(pr, *s, 1);
-            println!("HASH conv{pr:>5} {s:?} {:016x}", hash(&out));
-        }
-        for m in [(400, 512, 512), (33, 17, 65), (7, 301, 40)] {
-            let (out, _) = matmul(pr, m, 1);
-            println!("HASH matmul{pr:>5} {m:?} {:016x}", hash(&out));
-        }
-    }
-}
-
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2] * 1e3
 }
 
+/// Median milliseconds of 20 calls per precision (after 3 warm-up calls), on
+/// the global rayon pool.
 #[test]
 #[ignore]
-fn probe_speed() {
+fn bench_precisions() {
     let convs: &[(&str, Shape)] = &[
         (
             "conv1d 512->512 k3 L400",
