@@ -70,16 +70,24 @@ impl<'a, const G: usize> PackedB<'a, G> {
 }
 
 /// The checks both GEMMs make before writing the row-major `m x n` block at
-/// `c_offset` of `c` (`ldc` elements per row) from operands `a` and `b`;
-/// `Ok(false)` when the block is empty.
+/// `c_offset` of `c` (`ldc` elements per row) from operands `a` and `b`, whose
+/// inner dimension must agree and be at most `max_k`; `Ok(false)` when the
+/// block is empty.
 pub(crate) fn check_operands<const G: usize>(
     a: &PackedA<G>,
     b: &PackedB<G>,
+    max_k: usize,
     c: &SharedMut,
     c_offset: usize,
     ldc: usize,
 ) -> std::result::Result<bool, JobError> {
     let (m, n, k) = (a.rows, b.cols, a.k);
+    if a.k != b.k || k > max_k {
+        return Err(JobError::new(format!(
+            "inner dimensions {} and {} (at most {max_k})",
+            a.k, b.k
+        )));
+    }
     if a.data.len() != PackedA::<G>::len(m, k) || b.data.len() != PackedB::<G>::len(k, n) {
         return Err(JobError::new(format!(
             "packed operands of {} and {} elements do not hold {m}x{k} and {k}x{n}",
