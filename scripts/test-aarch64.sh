@@ -31,9 +31,10 @@ if [ -z "$binary" ]; then
 fi
 
 # (QEMU CPU model, what it stands for, the instruction set the kernels must pick, the int8 and the bf16 GEMMs'
-# inner loops: Portable = none (f32 kernels on the unpacked weights), Native = SDOT / BFDOT, Matrix = USMMLA)
-for row in "cortex-a72 Pi-4 Neon Portable Portable" "cortex-a76 Pi-5 Neon Native Portable" \
-    "max,sve=off i8mm+bf16 Neon Matrix Native"; do
+# inner loops, as the precision table names their sets: Portable = none (f32 kernels on the unpacked weights),
+# Dotprod = SDOT, I8mm = USMMLA, NeonBf16 = BFDOT)
+for row in "cortex-a72 Pi-4 Neon Portable Portable" "cortex-a76 Pi-5 Neon Dotprod Portable" \
+    "max,sve=off i8mm+bf16 Neon I8mm NeonBf16"; do
     set -- $row
     echo "==> cargo tests of tvm-ext on an emulated aarch64 $1 ($2; kernels must pick $3, int8 $4, bf16 $5)"
     # Each exec starts a new qemu from the environment: QEMU_CPU reaches every process the tests start.

@@ -276,3 +276,31 @@ def test_the_decoded_bits_are_the_ones_an_emulated_arm_cpu_reports(tmp_path):
     assert reported("cortex-a76") == (0x119FFB, 0) and aarch64_features(*reported("cortex-a76")) == CORTEX_A76
     no_sve = aarch64_features(*reported("max,sve=off"))
     assert {"i8mm", "bf16", "dotprod"} <= no_sve and not {"sve", "sve2"} & no_sve
+
+
+def test_the_native_features_come_from_the_rust_precision_table():
+    """One table (tvm-ext/src/precision/table.rs) says which sets each precision computes with, on every
+    architecture: Python reads it, it does not keep a copy."""
+    from kokoro_tvm_ext.model.runtime import cpu_features
+
+    assert cpu_features.native_features("int8", "x86_64") == (("avx512vnni",), "AVX512-VNNI")
+    assert cpu_features.native_features("int8", "aarch64") == (("i8mm", "dotprod"), "dotprod (SDOT)")
+    assert cpu_features.native_features("bf16", "aarch64") == (("bf16",), "bf16 (BFDOT)")
+    assert cpu_features.native_features("int8", "riscv64") == ((), "int8 instructions")
+    assert cpu_features.hiding_variable("int8") == "KOKORO_TVM_EXT_NO_VNNI"
+    assert cpu_features.hiding_variable("fp32") is None
+
+
+def test_python_decides_as_the_rust_library_does_on_this_cpu():
+    """From this CPU's features Python reaches the Rust library's own pick (which the kernels dispatch on), with the
+    environment as it is (both read the same hiding variables)."""
+    import tvm_ffi
+
+    from kokoro_tvm_ext.model.runtime import cpu_features
+
+    have = host_features()
+    for precision in ("fp32", "bf16", "int8"):
+        assert cpu_features.computes_natively(precision, have) == cpu_features.native_here(precision), precision
+    for precision in ("bf16", "int8"):
+        registered = bool(tvm_ffi.get_global_func(f"kokoro_tvm_ext.{precision}_native")())
+        assert registered == cpu_features.native_here(precision)

@@ -13,7 +13,7 @@ use tvm_ffi::{
     VALUE_ERROR,
 };
 
-use crate::interface::{Entry, Interface, Kind, Param, When};
+use crate::interface::{self, Entry, Interface, Kind, Param, When};
 
 /// One parameter of the call, after the flags decided what is present.
 struct Slot {
@@ -435,6 +435,24 @@ pub fn dps_function(run: fn(&[AnyView]) -> Result<()>) -> Function {
     Function::from_packed(move |args: &[AnyView]| -> Result<Any> {
         run(args)?;
         Ok(Any::default())
+    })
+}
+
+/// A registered query without arguments: `answer()`, once the (empty) call is
+/// checked against `iface`.
+pub fn query_function(iface: &'static Interface, answer: fn() -> Any) -> Function {
+    Function::from_packed(move |args: &[AnyView]| -> Result<Any> {
+        Cursor::new(iface, args)?.finish()?;
+        Ok(answer())
+    })
+}
+
+/// The registered `kokoro_tvm_ext.kernel_interfaces() -> str`: the interfaces
+/// as JSON. Here rather than in `interface.rs`, so that `interface.rs`, which
+/// this module reads, imports nothing back.
+pub fn interfaces_function() -> Function {
+    query_function(&interface::KERNEL_INTERFACES, || {
+        Any::from(tvm_ffi::String::from(interface::to_json().as_str()))
     })
 }
 

@@ -1,9 +1,10 @@
 //! Every registered function's parameters, described once, by name.
 //!
-//! The kernels parse their packed arguments through [`crate::args::Cursor`],
-//! which checks each read against these tables, and the global function
-//! `kokoro_tvm_ext.kernel_interfaces()` hands them to Python as JSON
-//! (`python/kokoro_tvm_ext/kernels.py`), where the compiler passes build and
+//! The kernels parse their packed arguments through `args.rs`'s cursor, which
+//! checks each read against these tables (this module imports nothing from
+//! it), and the global function `kokoro_tvm_ext.kernel_interfaces()`
+//! (registered from `args.rs`) hands them to Python as JSON
+//! (`python/kokoro_tvm_ext/plugin/kernels.py`), where the compiler passes build and
 //! rewrite kernel calls by parameter name. Changing a signature here changes
 //! both sides at once.
 //!
@@ -13,7 +14,7 @@
 //! an int has a given value ([`When::Equals`]); a group of tensors may repeat,
 //! once per combination of its axes (the LSTM's weights per layer and
 //! direction).
-use tvm_ffi::{Any, AnyView, Function, Result};
+use tvm_ffi::Result;
 
 /// What kind of value a parameter takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -361,6 +362,14 @@ pub const SET_NUM_THREADS: Interface = Interface {
     entries: &[int("n")],
 };
 
+/// The precision x instruction-set table and this process's choices, as JSON
+/// (`precision/table.rs`).
+pub const PRECISION_KERNELS: Interface = Interface {
+    name: "precision_kernels",
+    returns: Returns::Str,
+    entries: &[],
+};
+
 pub const KERNEL_INTERFACES: Interface = Interface {
     name: "kernel_interfaces",
     returns: Returns::Str,
@@ -393,6 +402,7 @@ pub const ALL: &[&Interface] = &[
     &MATMUL_PANELS,
     &SET_NUM_THREADS,
     &KERNEL_INTERFACES,
+    &PRECISION_KERNELS,
 ];
 
 /// The interface of the function registered as `global` (`kokoro_tvm_ext.<name>`).
@@ -402,16 +412,8 @@ pub fn find(global: &str) -> Option<&'static Interface> {
 }
 
 // ---------------------------------------------------------------------------
-// JSON, read by python/kokoro_tvm_ext/kernels.py.
+// JSON, read by python/kokoro_tvm_ext/plugin/kernels.py.
 // ---------------------------------------------------------------------------
-
-/// The registered `kokoro_tvm_ext.kernel_interfaces() -> str`.
-pub fn function() -> Function {
-    Function::from_packed(|args: &[AnyView]| -> Result<Any> {
-        crate::args::Cursor::new(&KERNEL_INTERFACES, args)?.finish()?;
-        Ok(Any::from(tvm_ffi::String::from(to_json().as_str())))
-    })
-}
 
 fn quoted(s: &str) -> String {
     // Our names are plain identifiers; escape the two characters JSON requires anyway.
@@ -633,6 +635,7 @@ mod tests {
     #[test]
     fn every_parser_reads_its_interface_for_every_flag_combination() {
         use crate::tensor::testing::Owned;
+        use tvm_ffi::AnyView;
         let constructors = crate::KERNELS
             .iter()
             .chain(crate::INFO)

@@ -1,11 +1,17 @@
-//! The instruction sets that kernels compile their loops for. The crate builds
-//! for each architecture's baseline (SSE2 on x86-64, NEON on aarch64), so a
-//! kernel compiles its loops once per set below, behind `#[target_feature]`,
-//! and picks one at run time; LLVM then vectorizes plain loops for AVX2 or
-//! AVX-512 by itself. On aarch64 the portable loops are already NEON code;
-//! `Neon` is the kernels' own NEON (hand-scheduled where LLVM's is not enough).
-//! The int8 and bf16 GEMMs read further features (VNNI, BF16; dotprod, i8mm,
-//! bf16) in `gemm::int8` and `gemm::bf16`, into `gemm::packed::Isa`.
+//! The instruction sets that kernels compile their loops for, one enum for the
+//! crate. The crate builds for each architecture's baseline (SSE2 on x86-64,
+//! NEON on aarch64), so a kernel compiles its loops once per set below, behind
+//! `#[target_feature]`, and picks one at run time; LLVM then vectorizes plain
+//! loops for AVX2 or AVX-512 by itself. On aarch64 the portable loops are
+//! already NEON code; `Neon` is the kernels' own NEON (hand-scheduled where
+//! LLVM's is not enough).
+//!
+//! Two kinds of sets: the vector sets (`Portable`, `Avx2`, `Avx512`, `Neon`),
+//! which the f32 kernels pick from ([`Isa::best`]), and the dot-product sets
+//! (`Avx512Vnni`, `Avx512Bf16`, `Dotprod`, `I8mm`, `NeonBf16`), which extend a
+//! vector set and which the packed GEMMs' micro-kernels use, as the precision x
+//! instruction-set table (`precision/table.rs`) picks them. An f32 kernel
+//! handed a dot-product set runs the vector set it extends.
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Isa {
@@ -14,19 +20,35 @@ pub(crate) enum Isa {
     Avx2,
     #[cfg(target_arch = "x86_64")]
     Avx512,
+    /// AVX-512 (F, BW, VL) with VNNI's `VPDPBUSD`: int8 dot products.
+    #[cfg(target_arch = "x86_64")]
+    Avx512Vnni,
+    /// AVX-512 (F, BW) with `VDPBF16PS`: bf16 dot products.
+    #[cfg(target_arch = "x86_64")]
+    Avx512Bf16,
     #[cfg(target_arch = "aarch64")]
     Neon,
+    /// NEON's `SDOT` (FEAT_DotProd): int8 dot products.
+    #[cfg(target_arch = "aarch64")]
+    Dotprod,
+    /// NEON's `USMMLA` (FEAT_I8MM): int8 matrix multiply-accumulate.
+    #[cfg(target_arch = "aarch64")]
+    I8mm,
+    /// NEON's `BFDOT` (FEAT_BF16): bf16 dot products.
+    #[cfg(target_arch = "aarch64")]
+    NeonBf16,
 }
 
 impl Isa {
-    /// The widest set this CPU runs, detected once: kernels ask on every call.
+    /// The widest vector set this CPU runs, detected once: kernels ask on every call.
     pub(crate) fn best() -> Isa {
         static BEST: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
         *BEST.get_or_init(|| *Self::available().last().unwrap_or(&Isa::Portable))
     }
 
-    /// Every set this CPU runs, best last (tests run each): AVX2 and AVX-512
-    /// both with FMA; NEON on every aarch64 CPU (Advanced SIMD is part of ARMv8-A).
+    /// Every vector set this CPU runs, best last (tests run each): AVX2 and
+    /// AVX-512 both with FMA; NEON on every aarch64 CPU (Advanced SIMD is part
+    /// of ARMv8-A).
     pub(crate) fn available() -> Vec<Isa> {
         #[allow(unused_mut)]
         let mut v = vec![Isa::Portable];
@@ -46,6 +68,61 @@ impl Isa {
             }
         }
         v
+    }
+
+    /// The set named by `feature` (LLVM's name of the feature that defines
+    /// it, as the precision table writes it) on this architecture, if any.
+    pub(crate) fn named(feature: &str) -> Option<Isa> {
+        Some(match feature {
+            "portable" => Isa::Portable,
+            #[cfg(target_arch = "x86_64")]
+            "avx2" => Isa::Avx2,
+            #[cfg(target_arch = "x86_64")]
+            "avx512f" => Isa::Avx512,
+            #[cfg(target_arch = "x86_64")]
+            "avx512vnni" => Isa::Avx512Vnni,
+            #[cfg(target_arch = "x86_64")]
+            "avx512bf16" => Isa::Avx512Bf16,
+            #[cfg(target_arch = "aarch64")]
+            "neon" => Isa::Neon,
+            #[cfg(target_arch = "aarch64")]
+            "dotprod" => Isa::Dotprod,
+            #[cfg(target_arch = "aarch64")]
+            "i8mm" => Isa::I8mm,
+            #[cfg(target_arch = "aarch64")]
+            "bf16" => Isa::NeonBf16,
+            _ => return None,
+        })
+    }
+
+    /// Whether this CPU runs the set, with what its loops also use.
+    pub(crate) fn detected(self) -> bool {
+        match self {
+            Isa::Portable => true,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 | Isa::Avx512 => Self::available().contains(&self),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512Vnni => {
+                is_x86_feature_detected!("avx512f")
+                    && is_x86_feature_detected!("avx512bw")
+                    && is_x86_feature_detected!("avx512vl")
+                    && is_x86_feature_detected!("avx512vnni")
+            }
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512Bf16 => {
+                is_x86_feature_detected!("avx512f")
+                    && is_x86_feature_detected!("avx512bw")
+                    && is_x86_feature_detected!("avx512bf16")
+            }
+            #[cfg(target_arch = "aarch64")]
+            Isa::Neon => std::arch::is_aarch64_feature_detected!("neon"),
+            #[cfg(target_arch = "aarch64")]
+            Isa::Dotprod => std::arch::is_aarch64_feature_detected!("dotprod"),
+            #[cfg(target_arch = "aarch64")]
+            Isa::I8mm => std::arch::is_aarch64_feature_detected!("i8mm"),
+            #[cfg(target_arch = "aarch64")]
+            Isa::NeonBf16 => std::arch::is_aarch64_feature_detected!("bf16"),
+        }
     }
 }
 
@@ -67,5 +144,14 @@ mod tests {
             "emulated CPU: {:?}",
             Isa::available()
         );
+    }
+
+    #[test]
+    fn every_vector_set_found_is_detected_and_named() {
+        for isa in Isa::available() {
+            assert!(isa.detected(), "{isa:?}");
+        }
+        assert_eq!(Isa::named("portable"), Some(Isa::Portable));
+        assert_eq!(Isa::named("sse9"), None);
     }
 }

@@ -17,6 +17,7 @@ mod job;
 pub mod legalize;
 pub mod lstm;
 pub mod matmul;
+pub mod precision;
 mod scratch;
 pub mod sin;
 pub mod snake;
@@ -50,7 +51,10 @@ pub const KERNELS: &[(&str, Constructor)] = &[
     ),
     // precision="bf16": weights packed at compile time, see gemm/bf16/.
     ("kokoro_tvm_ext.pack_bf16", gemm::bf16::pack_function),
-    ("kokoro_tvm_ext.bf16_native", gemm::bf16::native_function),
+    (
+        "kokoro_tvm_ext.bf16_native",
+        precision::table::bf16_native_function,
+    ),
     ("kokoro_tvm_ext.conv1d_bf16", conv::bf16::conv1d_function),
     (
         "kokoro_tvm_ext.conv1d_transpose_bf16",
@@ -59,7 +63,10 @@ pub const KERNELS: &[(&str, Constructor)] = &[
     ("kokoro_tvm_ext.matmul_bf16", matmul::bf16::matmul_function),
     // precision="int8": weights quantized at compile time, see gemm/int8/.
     ("kokoro_tvm_ext.pack_int8", gemm::int8::pack_function),
-    ("kokoro_tvm_ext.int8_native", gemm::int8::native_function),
+    (
+        "kokoro_tvm_ext.int8_native",
+        precision::table::int8_native_function,
+    ),
     ("kokoro_tvm_ext.conv1d_int8", conv::int8::conv1d_function),
     (
         "kokoro_tvm_ext.conv1d_transpose_int8",
@@ -78,9 +85,17 @@ pub const KERNELS: &[(&str, Constructor)] = &[
 pub const SETTINGS: &[(&str, Constructor)] =
     &[("kokoro_tvm_ext.set_num_threads", threads::function)];
 
-/// Descriptions of the functions above, read by Python (`kokoro_tvm_ext/kernels.py`).
-pub const INFO: &[(&str, Constructor)] =
-    &[("kokoro_tvm_ext.kernel_interfaces", interface::function)];
+/// Descriptions of the functions above, read by Python (`python/kokoro_tvm_ext/plugin/kernels.py`).
+pub const INFO: &[(&str, Constructor)] = &[
+    (
+        "kokoro_tvm_ext.kernel_interfaces",
+        args::interfaces_function,
+    ),
+    (
+        "kokoro_tvm_ext.precision_kernels",
+        precision::table::function,
+    ),
+];
 
 /// The global names this library registers, in table order.
 pub fn function_names() -> Vec<&'static str> {

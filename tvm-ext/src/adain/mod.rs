@@ -34,7 +34,7 @@
 //! branch-free loop that LLVM vectorizes, Snake's sine included ([`crate::sin`]'s
 //! fast path; the rare element beyond its range is redone by the exact slow
 //! path); the f64 sums are written with intrinsics. AVX-512 or AVX2+FMA code
-//! (`x86.rs`) or NEON code (`neon.rs`) is chosen at run time, a portable build
+//! (`x86.rs`) or NEON code (`arm.rs`) is chosen at run time, a portable build
 //! otherwise. Rows run in parallel on
 //! rayon's global pool; a row of `x` that is not contiguous along `L` is
 //! gathered first.
@@ -222,11 +222,13 @@ fn run_row(isa: Isa, x: &[f32], y: &mut [f32], p: &RowParams, act: Activation) {
     match isa {
         // SAFETY: the features were detected at run time.
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => unsafe { x86::row_avx512(x, y, p, act) },
+        Isa::Avx512 | Isa::Avx512Vnni | Isa::Avx512Bf16 => unsafe { x86::row_avx512(x, y, p, act) },
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => unsafe { x86::row_avx2(x, y, p, act) },
         #[cfg(target_arch = "aarch64")]
-        Isa::Neon => unsafe { neon::row_neon(x, y, p, act) },
+        Isa::Neon | Isa::Dotprod | Isa::I8mm | Isa::NeonBf16 => unsafe {
+            arm::row_neon(x, y, p, act)
+        },
         Isa::Portable => row(x, y, p, act, shifted_sums),
     }
 }
@@ -310,7 +312,7 @@ fn snake_row(x: &[f32], y: &mut [f32], m: f32, a: f32, c: f32, alpha: f32) {
 }
 
 #[cfg(target_arch = "aarch64")]
-mod neon;
+mod arm;
 #[cfg(test)]
 mod tests;
 #[cfg(target_arch = "x86_64")]

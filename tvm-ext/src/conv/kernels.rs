@@ -1,59 +1,93 @@
-//! The f32 kernels: im2col tiles times the weights through the GEMM, and direct
-//! loops for groups too small for a GEMM to pay off.
+//! The f32 precision's steps in the tile driver (`driver.rs`): im2col tiles
+//! times torch's weights through the f32 GEMM, and direct loops for groups too
+//! small for a GEMM to pay off.
+use super::driver::{ConvPrecision, ConvTile, TransposeTile};
 use super::*;
+use crate::gemm::F32Gemm;
 
-pub(super) fn conv_gemm(
-    cfg: &Conv1dConfig,
-    lout: usize,
-    x: &[f32],
-    w: &[f32],
-    bias: Option<&[f32]>,
-    out: &mut [f32],
-    tile_bytes: usize,
-) -> std::result::Result<(), JobError> {
-    let (g, k, l) = (cfg.groups, cfg.kernel, cfg.length);
-    let (cin, cout) = (cfg.in_channels, cfg.out_channels);
-    let (cin_g, cout_g) = (cin / g, cout / g);
-    let kc = cin_g * k;
-    let units = cfg.batch * g;
-    let plan = Plan::new(units, lout, kc, tile_bytes);
-    let out = SharedMut::new(out);
-    run_jobs(units, &plan, |i, col, parallel| {
-        let (unit, ti) = (i / plan.tiles, i % plan.tiles);
-        let (b, gi) = (unit / g, unit % g);
-        let t0 = ti * plan.tile;
-        let tn = plan.tile.min(lout - t0);
-        // im2col block, rows (c, tap), row-major [kc, tn].
-        col.set_len(kc * tn);
-        for (r, dst) in col.chunks_exact_mut(tn).enumerate() {
-            let xrow = &x[(b * cin + gi * cin_g + r / k) * l..][..l];
-            im2col_row(cfg, xrow, r % k, t0, dst);
+impl ConvPrecision for F32Gemm {
+    const CONV1D: &'static Interface = &interface::CONV1D;
+    const CONV1D_TRANSPOSE: &'static Interface = &interface::CONV1D_TRANSPOSE;
+    const WEIGHT_KIND: WeightKind = WeightKind::Torch;
+
+    /// The im2col block: `Cin/g * K` rows.
+    fn conv_depth(cin_g: usize, k: usize) -> usize {
+        cin_g * k
+    }
+
+    /// The im2col block `[Cin/g * K, T]`, times the weights, which already
+    /// are the row-major `[Cout/g, Cin/g * K]` matrix it needs.
+    unsafe fn conv_tile(
+        w: &[f32],
+        t: &ConvTile,
+        col: &mut Scratch,
+        out: SharedMut,
+        parallel: bool,
+    ) -> std::result::Result<(), JobError> {
+        let kc = t.cin_g * t.cfg.kernel;
+        col.set_len(kc * t.tn);
+        for (r, dst) in col.chunks_exact_mut(t.tn).enumerate() {
+            t.im2col_row(r, dst);
         }
-        let row0 = (b * cout + gi * cout_g) * lout + t0;
-        fill_bias(
-            bias.map(|bv| &bv[gi * cout_g..][..cout_g]),
+        // SAFETY: as the caller's; rows of `out` do not alias (row stride lout >= tn).
+        sgemm_shared(
+            t.cout_g,
+            t.tn,
+            kc,
+            w,
+            Layout::row_major(t.group * t.cout_g * kc, kc),
+            col,
+            Layout::row_major(0, t.tn),
             out,
-            row0,
-            lout,
-            tn,
+            Layout::row_major(t.row0, t.lout),
+            t.bias.is_some(),
+            parallel,
+        )
+    }
+
+    /// torch's own layout: `Cin/g` rows per output channel and tap.
+    fn transpose_depth(cin_g: usize) -> usize {
+        cin_g
+    }
+
+    /// The column block `[T, ob*K]` within the budget.
+    fn transpose_tile(tuning: &Tuning, block_cols: usize, _job_cols: usize, l: usize) -> usize {
+        (tuning.tile_bytes / (4 * block_cols)).clamp(16, l.max(16))
+    }
+
+    /// One GEMM on torch's layout, no packing: the weights of the job's
+    /// channels `w[c, o0..o0+on, :]` are a `[Cin/g, on*K]` block of it.
+    fn transpose_product<'s>(
+        w: &[f32],
+        t: &TransposeTile,
+        cols: &'s mut Scratch,
+        parallel: bool,
+    ) -> std::result::Result<&'s [f32], JobError> {
+        let (l, n_g) = (t.cfg.length, t.cout_g * t.cfg.kernel);
+        cols.set_len(t.tn * t.ncols);
+        sgemm(
+            t.tn,
+            t.ncols,
+            t.cin_g,
+            t.x(),
+            Layout {
+                offset: t.x_offset(),
+                rs: 1,
+                cs: l,
+            },
+            w,
+            Layout {
+                offset: t.group * t.cin_g * n_g + t.c0,
+                rs: n_g,
+                cs: 1,
+            },
+            cols,
+            Layout::row_major(0, t.ncols),
+            false,
+            parallel,
         )?;
-        // SAFETY: as above; rows of `out` do not alias (row stride lout >= tn).
-        unsafe {
-            sgemm_shared(
-                cout_g,
-                tn,
-                kc,
-                w,
-                Layout::row_major(gi * cout_g * kc, kc),
-                col,
-                Layout::row_major(0, tn),
-                out,
-                Layout::row_major(row0, lout),
-                bias.is_some(),
-                parallel,
-            )
-        }
-    })
+        Ok(cols)
+    }
 }
 
 /// Direct loop, one output row per task, for tiny groups.
@@ -97,77 +131,6 @@ pub(super) fn conv_direct(
             }
         }
     });
-}
-
-// ---------------------------------------------------------------------------
-// conv1d_transpose.
-// ---------------------------------------------------------------------------
-
-/// Column formulation: per job a block of output channels, whose weights
-/// `w[c, o0..o0+on, :]` (a `[Cin/g, on*K]` block of the natural layout) stay in
-/// L2 while the job walks the input in tiles. Each tile is one GEMM
-/// `cols[t, (o, k)] = sum_c x[c, t] * w[c, o, k]`, then every `(t, o)` adds its
-/// K contiguous values to `out[o, t*stride - pad_left + k*dilation]`.
-pub(super) fn transpose_gemm(
-    cfg: &Conv1dConfig,
-    lout: usize,
-    x: &[f32],
-    w: &[f32],
-    bias: Option<&[f32]>,
-    out: &mut [f32],
-    tuning: Tuning,
-) -> std::result::Result<(), JobError> {
-    let (g, k, l) = (cfg.groups, cfg.kernel, cfg.length);
-    let (cin, cout) = (cfg.in_channels, cfg.out_channels);
-    let (cin_g, cout_g) = (cin / g, cout / g);
-    let units = cfg.batch * g;
-    // Output channels per job: the weight block within ~1 MiB, and enough jobs.
-    let blocks = Blocks::new(units, cout_g, k, cin_g, tuning.weight_bytes, 1);
-    let ob = blocks.size;
-    // Input columns per tile: the column block [T, on*K] within the budget.
-    let tile = (tuning.tile_bytes / (4 * ob * k)).clamp(16, l.max(16));
-    let out = SharedMut::new(out);
-    let job = |i: usize, cols: &mut Scratch, parallel: bool| -> std::result::Result<(), JobError> {
-        let (unit, bi) = (i / blocks.count, i % blocks.count);
-        let (b, gi) = (unit / g, unit % g);
-        let o0 = bi * ob;
-        let on = ob.min(cout_g - o0);
-        let row0 = (b * cout + gi * cout_g + o0) * lout;
-        // SAFETY: this job alone owns these `on` rows of `out`.
-        let rows = unsafe { out.slice(row0, on * lout)? };
-        for (ol, row) in rows.chunks_exact_mut(lout).enumerate() {
-            row.fill(bias.map_or(0.0, |bv| bv[gi * cout_g + o0 + ol]));
-        }
-        let n = on * k;
-        for t0 in (0..l).step_by(tile) {
-            let tn = tile.min(l - t0);
-            cols.set_len(tn * n);
-            sgemm(
-                tn,
-                n,
-                cin_g,
-                x,
-                Layout {
-                    offset: (b * cin + gi * cin_g) * l + t0,
-                    rs: 1,
-                    cs: l,
-                },
-                w,
-                Layout {
-                    offset: gi * cin_g * cout_g * k + o0 * k,
-                    rs: cout_g * k,
-                    cs: 1,
-                },
-                cols,
-                Layout::row_major(0, n),
-                false,
-                parallel,
-            )?;
-            col2im(cfg, lout, t0, tn, cols, n, 0, rows);
-        }
-        Ok(())
-    };
-    run_parallel(blocks.jobs, blocks.job_parallel, job)
 }
 
 /// Direct scatter loop, one output row per task, for tiny groups (depthwise).

@@ -54,13 +54,15 @@
 //! `CONV1D_TRANSPOSE`).
 //!
 //! This folder holds every convolution: the f32 kernels above, their
-//! `precision="bf16"` variants ([`bf16`]: `conv1d_bf16`, `conv1d_transpose_bf16`)
-//! and Winograd's F(m, r) for stride-1 convolutions ([`winograd`]:
-//! `conv1d_winograd`). Files: `call.rs` reads a call (shared by all of them),
-//! `plan.rs` splits the work into jobs (tiles, channel blocks, the job runner,
-//! shared by all of them), `kernels.rs` holds the f32 GEMM and direct paths,
-//! `packed.rs` what the bf16 and int8 variants ([`int8`]) share;
-//! for tests, `reference.rs` holds the definitions they compare to and
+//! `precision="bf16"` and `precision="int8"` variants ([`bf16`]: `conv1d_bf16`,
+//! `conv1d_transpose_bf16`; [`int8`]) and Winograd's F(m, r) for stride-1
+//! convolutions ([`winograd`]: `conv1d_winograd`). Files: `call.rs` reads a
+//! call (shared by all of them), `plan.rs` splits the work into jobs (tiles,
+//! channel blocks, the job runner), `driver.rs` is the one tile driver of every
+//! precision (im2col, bias, GEMM, col2im) over its `ConvPrecision` steps,
+//! `kernels.rs` holds the f32 precision's steps and the direct paths,
+//! `bf16/` and `int8/` theirs, `packed.rs` the checks the packed precisions
+//! share; for tests, `reference.rs` holds the definitions they compare to and
 //! `testing.rs` the random calls of the property tests.
 use std::borrow::Cow;
 
@@ -68,7 +70,7 @@ use rayon::prelude::*;
 use tvm_ffi::{bail, ensure, AnyView, Function, Result, TensorView, VALUE_ERROR};
 
 use crate::args::{dps_function, no_overlap, span, Cursor};
-use crate::gemm::{sgemm, sgemm_shared, threads, Layout, SharedMut};
+use crate::gemm::{sgemm, sgemm_shared, threads, F32Gemm, Layout, SharedMut};
 use crate::interface::{self, Interface};
 use crate::job::{internal, JobError};
 use crate::scratch::Scratch;
@@ -178,6 +180,7 @@ pub fn transpose_function() -> Function {
 
 pub mod bf16;
 mod call;
+mod driver;
 pub mod int8;
 mod kernels;
 mod packed;
@@ -191,7 +194,8 @@ mod tests;
 pub mod winograd;
 
 pub(crate) use call::{call_data, parse_call, ConvCall, WeightKind};
-use kernels::{conv_direct, conv_gemm, transpose_direct, transpose_gemm};
+use driver::{conv_tiles, transpose_tiles};
+use kernels::{conv_direct, transpose_direct};
 pub(crate) use plan::{
     col2im, fill_bias, im2col_row, run_jobs, run_parallel, valid_range, Blocks, Plan, Tuning,
     TUNING,
@@ -303,7 +307,7 @@ fn conv1d_run(
         conv_direct(cfg, lout, x, w, bias, out);
         Ok(())
     } else {
-        conv_gemm(cfg, lout, x, w, bias, out, tuning.tile_bytes)
+        conv_tiles::<F32Gemm>(cfg, lout, x, w, bias, out, tuning.tile_bytes)
     }
 }
 
@@ -349,6 +353,6 @@ fn transpose_run(
         transpose_direct(cfg, lout, x, w, bias, out);
         Ok(())
     } else {
-        transpose_gemm(cfg, lout, x, w, bias, out, tuning)
+        transpose_tiles::<F32Gemm>(cfg, lout, x, w, bias, out, tuning)
     }
 }

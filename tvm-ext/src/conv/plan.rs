@@ -1,7 +1,7 @@
 //! How the convolutions split their work, for every variant (f32, bf16,
 //! Winograd): tiles of output columns sized to the cache, blocks of output
 //! channels for the transposed convolutions, jobs over rayon's pool, and the
-//! im2col / col2im pieces the f32 and bf16 kernels share.
+//! im2col / col2im pieces of the tile driver (`driver.rs`).
 use super::*;
 
 /// The `j` in `0..n` for which `j * s + off` lies in `0..limit`, as a range.

@@ -10,7 +10,12 @@
 //! `offset + i * rs + j * cs`. Every call checks that the last element of each
 //! matrix is inside its slice, so a planning mistake becomes an error, never an
 //! out-of-bounds access.
+use tvm_ffi::{Result, TensorView};
+
 use crate::job::JobError;
+use crate::precision::Precision;
+use crate::tensor::{expect_shape, input};
+use packed::Kind;
 
 pub mod bf16;
 pub mod int8;
@@ -20,6 +25,8 @@ pub mod panels;
 pub(crate) mod testing;
 #[cfg(test)]
 mod tests;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;
 
 // ---------------------------------------------------------------------------
 // GEMM.
@@ -70,6 +77,37 @@ fn check_fits(
         _ => Err(JobError::new(format!(
             "{what} matrix {rows}x{cols} at {l:?} does not fit a buffer of {len} elements"
         ))),
+    }
+}
+
+/// The f32 precision: torch's weights as they are, the `gemm-f32` crate's
+/// micro-kernels (its row of `precision/table.rs`).
+pub(crate) struct F32Gemm;
+
+impl Precision for F32Gemm {
+    const NAME: &'static str = "f32";
+    const PANEL: usize = 1;
+    type Weights<'w> = [f32];
+
+    fn with_call_weights<R>(
+        who: &str,
+        w: &TensorView,
+        _kind: Kind,
+        _groups: usize,
+        w_shape: &[usize],
+        run: impl FnOnce(&[f32]) -> Result<R>,
+    ) -> Result<R> {
+        let shape: Vec<i64> = w_shape.iter().map(|&d| d as i64).collect();
+        expect_shape(w, &format!("{who}: w"), &shape)?;
+        run(&input::<f32>(w, &format!("{who}: w"))?)
+    }
+
+    fn weights_fit(w: &[f32], _kind: Kind, _groups: usize, w_shape: &[usize]) -> bool {
+        w.len() == w_shape.iter().product::<usize>()
+    }
+
+    fn unpack_f32(w: &[f32], _kind: Kind, _groups: usize, _w_shape: &[usize], dst: &mut [f32]) {
+        dst.copy_from_slice(w);
     }
 }
 

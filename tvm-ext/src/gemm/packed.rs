@@ -1,12 +1,12 @@
 //! What the two packed GEMMs share, bf16 ([`super::bf16`]) and int8
 //! ([`super::int8`]): panels of `u32` words, each holding `G` consecutive
 //! elements along the inner dimension K (two bf16s, four int8s); the register
-//! tile that walks them; picking the inner loop from the CPU and the
-//! environment; and the compile-time packer's arguments.
+//! tile that walks them; and the compile-time packer's arguments. Which
+//! inner loop runs is the precision table's choice (`precision/table.rs`).
 use std::borrow::Cow;
 
 use rayon::prelude::*;
-use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, VALUE_ERROR};
+use tvm_ffi::{bail, ensure, AnyView, Result, VALUE_ERROR};
 
 use super::{threads, SharedMut};
 use crate::args::Cursor;
@@ -70,16 +70,24 @@ impl<'a, const G: usize> PackedB<'a, G> {
 }
 
 /// The checks both GEMMs make before writing the row-major `m x n` block at
-/// `c_offset` of `c` (`ldc` elements per row) from operands `a` and `b`;
-/// `Ok(false)` when the block is empty.
+/// `c_offset` of `c` (`ldc` elements per row) from operands `a` and `b`, whose
+/// inner dimension must agree and be at most `max_k`; `Ok(false)` when the
+/// block is empty.
 pub(crate) fn check_operands<const G: usize>(
     a: &PackedA<G>,
     b: &PackedB<G>,
+    max_k: usize,
     c: &SharedMut,
     c_offset: usize,
     ldc: usize,
 ) -> std::result::Result<bool, JobError> {
     let (m, n, k) = (a.rows, b.cols, a.k);
+    if a.k != b.k || k > max_k {
+        return Err(JobError::new(format!(
+            "inner dimensions {} and {} (at most {max_k})",
+            a.k, b.k
+        )));
+    }
     if a.data.len() != PackedA::<G>::len(m, k) || b.data.len() != PackedB::<G>::len(k, n) {
         return Err(JobError::new(format!(
             "packed operands of {} and {} elements do not hold {m}x{k} and {k}x{n}",
@@ -142,56 +150,6 @@ pub(crate) fn for_each_block(
     } else {
         block(0)
     }
-}
-
-// ---------------------------------------------------------------------------
-// Picking the inner loop.
-// ---------------------------------------------------------------------------
-
-/// The inner loop of this process.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Isa {
-    /// The precision's dot-product instruction: `VDPBF16PS` (AVX512-BF16) for
-    /// bf16, `VPDPBUSD` (AVX512-VNNI) for int8; on aarch64 `BFDOT` (bf16) and
-    /// `SDOT` (dotprod).
-    Native,
-    /// aarch64's matrix multiply-accumulate: `USMMLA` (i8mm) for int8.
-    #[cfg(target_arch = "aarch64")]
-    Matrix,
-    /// Plain Rust: exact, but slow; the kernels use the f32 path instead when
-    /// the precision is not native.
-    Portable,
-}
-
-impl Isa {
-    /// Whether this is one of the precision's own instructions (not plain Rust).
-    pub fn is_native(self) -> bool {
-        self != Isa::Portable
-    }
-
-    /// `Native` where the CPU has the instruction (`has_native`) and the
-    /// environment does not hide it (`hidden`), else `Portable`.
-    pub fn detect(hidden: bool, has_native: impl FnOnce() -> bool) -> Isa {
-        if !hidden && has_native() {
-            Isa::Native
-        } else {
-            Isa::Portable
-        }
-    }
-}
-
-/// Whether the environment variable `var` is set to hide a CPU feature (any
-/// value but empty or "0").
-pub fn disabled_by_env(var: &str) -> bool {
-    std::env::var(var).is_ok_and(|v| !v.is_empty() && v != "0")
-}
-
-/// The registered query `iface` (no arguments): whether `native()`.
-pub(crate) fn native_function(iface: &'static Interface, native: fn() -> bool) -> Function {
-    Function::from_packed(move |args: &[AnyView]| -> tvm_ffi::Result<Any> {
-        Cursor::new(iface, args)?.finish()?;
-        Ok(Any::from(native()))
-    })
 }
 
 // ---------------------------------------------------------------------------
@@ -284,40 +242,5 @@ pub(crate) fn as_words<'a, T: Copy, const N: usize>(
                 .map(|c| word(std::array::from_fn(|i| c[i])))
                 .collect(),
         ),
-    }
-}
-
-/// The AVX-512 store both packers (bf16 pairs, int8 quads) end with.
-#[cfg(target_arch = "x86_64")]
-pub(crate) mod x86 {
-    use std::arch::x86_64::*;
-
-    /// Columns `j..j + 16` of word row `q` (of `kq`: quads or pairs, as 16
-    /// words) into their panels of `width` (8 or 32: two halves of 8, each inside
-    /// one panel).
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    pub(crate) unsafe fn store_halves(
-        word: __m512i,
-        j: usize,
-        padded: usize,
-        q: usize,
-        kq: usize,
-        width: usize,
-        dst: &mut [u32],
-    ) {
-        for (half, v) in [
-            _mm512_castsi512_si256(word),
-            _mm512_extracti64x4_epi64::<1>(word),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            let jj = j + 8 * half;
-            if jj < padded {
-                let at = ((jj / width) * kq + q) * width + jj % width;
-                _mm256_storeu_si256(dst.as_mut_ptr().add(at) as *mut __m256i, v);
-            }
-        }
     }
 }

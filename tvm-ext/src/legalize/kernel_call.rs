@@ -1,6 +1,6 @@
 //! `call_dps_packed` to one of our kernels, its arguments given by name and put
 //! in the order [`crate::interface`] describes (the Rust twin of
-//! `kokoro_tvm_ext.kernels.call`).
+//! `kokoro_tvm_ext.plugin.kernels.call`).
 use tvm_ffi::{Any, Result, INTERNAL_ERROR};
 
 use super::ir;

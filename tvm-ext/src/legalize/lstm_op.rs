@@ -1,7 +1,7 @@
 //! The plugin's LSTM as a Relax op, `kokoro_tvm_ext.lstm`, so the frontend can
 //! emit one call that `LegalizeOps` turns into the kernel (see [`lstm`]) or, with
 //! the kernels off, into the TIR implementation Python registers as the op's
-//! own `FLegalize` (level 10, `kokoro_tvm_ext.frontend.lstm.lstm_op()`).
+//! own `FLegalize` (level 10, `kokoro_tvm_ext.plugin.legalize.switch.lstm_op()`).
 //!
 //! The op's arguments are the kernel's inputs in the kernel's order
 //! ([`interface::LSTM`]): the scalars as int64 prim values, then `x`, the

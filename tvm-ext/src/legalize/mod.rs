@@ -59,7 +59,7 @@ pub const LEGALIZATIONS: &[Legalization] = &[
         op: lstm_op::OP,
         handler: "kokoro_tvm_ext.legalize.lstm",
         rule: lstm_op::lstm,
-        stock_from: "`kokoro_tvm_ext.frontend.lstm.lstm_op()` (its TIR implementation)",
+        stock_from: "`kokoro_tvm_ext.plugin.legalize.switch.lstm_op()` (its TIR implementation)",
     },
 ];
 

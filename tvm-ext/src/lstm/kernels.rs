@@ -1,13 +1,10 @@
 //! The recurrent mat-vec products and the cell update, per instruction set
-//! (AVX-512, AVX2+FMA, NEON, portable), chosen at run time.
+//! (AVX-512, AVX2+FMA, NEON, portable), chosen at run time; the sets' own code
+//! is in `x86.rs` and `arm.rs`.
 use super::*;
 
 #[cfg(target_arch = "x86_64")]
-pub(super) mod avx2;
-#[cfg(target_arch = "x86_64")]
-mod avx512;
-#[cfg(target_arch = "aarch64")]
-pub(super) mod neon;
+use super::x86::{avx2, avx512};
 
 /// `out[j] = init[j] + W_hh h[j]` for each sequence j, over padded gate rows.
 pub(super) fn recurrent_matmul(
@@ -32,7 +29,7 @@ pub(super) fn recurrent_matmul(
     let panels = gp / NB;
     match isa {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => {
+        Isa::Avx512 | Isa::Avx512Vnni | Isa::Avx512Bf16 => {
             let w = pack.as_ptr();
             let o = out.as_mut_ptr();
             // SAFETY: avx512f was detected; lengths were asserted above.
@@ -68,13 +65,13 @@ pub(super) fn recurrent_matmul(
             }
         }
         #[cfg(target_arch = "aarch64")]
-        Isa::Neon => {
+        Isa::Neon | Isa::Dotprod | Isa::I8mm | Isa::NeonBf16 => {
             let w = pack.as_ptr();
             let o = out.as_mut_ptr();
             // SAFETY: NEON was detected; lengths were asserted above.
             unsafe {
                 match s {
-                    1 => neon::matvec::<1, 16>(
+                    1 => arm::matvec::<1, 16>(
                         w,
                         hidden,
                         panels,
@@ -82,30 +79,15 @@ pub(super) fn recurrent_matmul(
                         ptrs(h),
                         out_ptrs(o, gp),
                     ),
-                    2 => neon::matvec::<2, 8>(
-                        w,
-                        hidden,
-                        panels,
-                        ptrs(init),
-                        ptrs(h),
-                        out_ptrs(o, gp),
-                    ),
-                    3 => neon::matvec::<3, 4>(
-                        w,
-                        hidden,
-                        panels,
-                        ptrs(init),
-                        ptrs(h),
-                        out_ptrs(o, gp),
-                    ),
-                    _ => neon::matvec::<4, 4>(
-                        w,
-                        hidden,
-                        panels,
-                        ptrs(init),
-                        ptrs(h),
-                        out_ptrs(o, gp),
-                    ),
+                    2 => {
+                        arm::matvec::<2, 8>(w, hidden, panels, ptrs(init), ptrs(h), out_ptrs(o, gp))
+                    }
+                    3 => {
+                        arm::matvec::<3, 4>(w, hidden, panels, ptrs(init), ptrs(h), out_ptrs(o, gp))
+                    }
+                    _ => {
+                        arm::matvec::<4, 4>(w, hidden, panels, ptrs(init), ptrs(h), out_ptrs(o, gp))
+                    }
                 }
             }
         }
@@ -155,11 +137,11 @@ pub(super) fn cell(isa: Isa, g: &[f32], c: &mut [f32], h: &mut [f32]) {
     match isa {
         // SAFETY: the instruction sets were detected before `isa` was chosen.
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => unsafe { avx512::cell(g, c, h) },
+        Isa::Avx512 | Isa::Avx512Vnni | Isa::Avx512Bf16 => unsafe { avx512::cell(g, c, h) },
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => unsafe { avx2::cell(g, c, h) },
         #[cfg(target_arch = "aarch64")]
-        Isa::Neon => unsafe { neon::cell(g, c, h) },
+        Isa::Neon | Isa::Dotprod | Isa::I8mm | Isa::NeonBf16 => unsafe { arm::cell(g, c, h) },
         Isa::Portable => cell_body(g, c, h),
     }
 }

@@ -44,8 +44,8 @@
 //!
 //! The parameters are listed once in [`crate::interface::LSTM`]. Files:
 //! `call.rs` reads a packed call, `schedule.rs` plans and runs the layers,
-//! `pool.rs` holds the aligned buffers, `kernels.rs` (with `kernels/avx512.rs`,
-//! `kernels/avx2.rs` and `kernels/neon.rs`) the recurrent products per
+//! `pool.rs` holds the aligned buffers, `kernels.rs` (with `x86.rs`: AVX-512,
+//! AVX2; `arm.rs`: NEON) the recurrent products per
 //! instruction set, and `cell.rs` the gate nonlinearities.
 use std::ops::{Deref, DerefMut};
 
@@ -108,6 +108,8 @@ pub struct LayerDirWeights<'a> {
     pub b_hh: Option<&'a [f32]>,
 }
 
+#[cfg(target_arch = "aarch64")]
+mod arm;
 mod call;
 mod cell;
 mod kernels;
@@ -115,6 +117,8 @@ mod pool;
 mod schedule;
 #[cfg(test)]
 mod tests;
+#[cfg(target_arch = "x86_64")]
+mod x86;
 
 pub use call::lstm_packed;
 use call::*;

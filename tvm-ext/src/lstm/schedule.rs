@@ -337,9 +337,9 @@ pub(super) fn pack_recurrent(isa: Isa, w_hh: &[f32], hidden: usize, gp: usize) -
             Isa::Portable => None,
             // Both x86 SIMD sets imply AVX2.
             #[cfg(target_arch = "x86_64")]
-            _ => Some((8, avx2::transpose8)),
+            _ => Some((8, x86::avx2::transpose8)),
             #[cfg(target_arch = "aarch64")]
-            Isa::Neon => Some((4, neon::transpose4)),
+            Isa::Neon | Isa::Dotprod | Isa::I8mm | Isa::NeonBf16 => Some((4, arm::transpose4)),
         };
         let (rows_n, k_n) = block.map_or((0, 0), |(n, _)| (rows / n * n, hidden / n * n));
         if let Some((n, transpose)) = block {

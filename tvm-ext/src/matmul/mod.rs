@@ -39,6 +39,7 @@ use crate::tensor::{byte_span, check_dtype, dim, expect_shape, input, output, sh
 pub mod batch;
 pub mod bf16;
 pub mod int8;
+mod packed;
 pub mod panels;
 #[cfg(test)]
 pub(crate) mod testing;

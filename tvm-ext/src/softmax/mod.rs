@@ -60,35 +60,19 @@ pub(crate) fn softmax_rows(x: &[f32], y: &mut [f32], n: usize, isa: Isa) {
                 match isa {
                     // SAFETY: `Isa::best()` and `Isa::available()` only name sets this CPU runs.
                     #[cfg(target_arch = "x86_64")]
-                    Isa::Avx512 => unsafe { row_avx512(xr, yr) },
+                    Isa::Avx512 | Isa::Avx512Vnni | Isa::Avx512Bf16 => unsafe {
+                        x86::row_avx512(xr, yr)
+                    },
                     #[cfg(target_arch = "x86_64")]
-                    Isa::Avx2 => unsafe { row_avx2(xr, yr) },
+                    Isa::Avx2 => unsafe { x86::row_avx2(xr, yr) },
                     #[cfg(target_arch = "aarch64")]
-                    Isa::Neon => unsafe { row_neon(xr, yr) },
+                    Isa::Neon | Isa::Dotprod | Isa::I8mm | Isa::NeonBf16 => unsafe {
+                        arm::row_neon(xr, yr)
+                    },
                     Isa::Portable => row(xr, yr),
                 }
             }
         });
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn row_avx512(x: &[f32], y: &mut [f32]) {
-    row(x, y)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn row_avx2(x: &[f32], y: &mut [f32]) {
-    row(x, y)
-}
-
-/// NEON is aarch64's baseline, so this is the portable build's code: the
-/// wrapper keeps the table whole, one arm per instruction set.
-#[cfg(target_arch = "aarch64")]
-#[target_feature(enable = "neon")]
-unsafe fn row_neon(x: &[f32], y: &mut [f32]) {
-    row(x, y)
 }
 
 /// Independent partial results per row (a vector's lanes), so that the
@@ -150,5 +134,9 @@ fn exp_below_zero(d: f32) -> f32 {
     }
 }
 
+#[cfg(target_arch = "aarch64")]
+mod arm;
 #[cfg(test)]
 mod tests;
+#[cfg(target_arch = "x86_64")]
+mod x86;

@@ -26,11 +26,15 @@ architecture is refused before its features are compared.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
+import json
 import logging
 import os
 import platform
 from pathlib import Path
+
+import tvm_ffi
 
 from kokoro_tvm_ext.model.runtime.artifact import META, RECOMPILE_HINT
 from kokoro_tvm_ext.support.errors import ArtifactCorruptError, UnsupportedCPUError
@@ -260,29 +264,48 @@ OLDER_CPUS = {"x86_64": ("x86-64-v3", "x86-64-v2"), "aarch64": ("cortex-a72", "g
 _int8_noticed = False
 _fallback_noticed: set[str] = set()
 
-# precision -> the variable that hides its native instructions, on every architecture (the Rust kernels read it).
-HIDING = {"int8": "KOKORO_TVM_EXT_NO_VNNI", "bf16": "KOKORO_TVM_EXT_NO_BF16"}
-# Per architecture, precision -> (the CPU features its kernels compute with, any one of them; what the notice calls
-# them), as the Rust kernels decide (tvm-ext/src/gemm/int8, gemm/bf16).
-NATIVE_FEATURES = {
-    "x86_64": {"int8": (("avx512vnni",), "AVX512-VNNI"), "bf16": (("avx512bf16",), "AVX512-BF16")},
-    "aarch64": {"int8": (("dotprod", "i8mm"), "dotprod (SDOT)"), "bf16": (("bf16",), "bf16 (BFDOT)")},
-}
+
+@functools.cache
+def precision_table() -> dict:
+    """The Rust library's precision x instruction-set table (``tvm-ext/src/precision/table.rs``), the one place
+    that says which micro-kernel runs for a precision on which instruction set: ``rows`` (precision, arch, isa: the
+    LLVM feature that defines the set or ``portable``, name, kernel, tile, packing; per precision best first),
+    ``selected`` (this process's pick per precision), ``hiding`` (precision -> the variable that hides its sets)."""
+    return json.loads(str(tvm_ffi.get_global_func("kokoro_tvm_ext.precision_kernels")()))
 
 
-def _native(precision: str, arch: str | None) -> tuple[tuple[str, ...], str]:
-    """``precision``'s entry of NATIVE_FEATURES on ``arch`` (None: this machine's); none on another architecture."""
-    return NATIVE_FEATURES.get(arch or host_arch(), {}).get(precision, ((), f"{precision} instructions"))
+def hiding_variable(precision: str) -> str | None:
+    """The environment variable that hides ``precision``'s instruction sets (on every architecture), if any."""
+    return precision_table()["hiding"].get(precision)
+
+
+def native_features(precision: str, arch: str | None = None) -> tuple[tuple[str, ...], str]:
+    """The CPU features (LLVM names) ``precision``'s kernels compute with on ``arch`` (None: this machine's), any one
+    of them, and what a notice calls them (the least of them): the table's rows of its own micro-kernels."""
+    arch = arch or host_arch()
+    rows = [
+        r
+        for r in precision_table()["rows"]
+        if r["precision"] == precision and r["arch"] == arch and r["isa"] != "portable"
+    ]
+    return tuple(r["isa"] for r in rows), (rows[-1]["name"] if rows else f"{precision} instructions")
+
+
+def native_here(precision: str) -> bool:
+    """Whether ``precision``'s kernels compute in it in this process: the Rust library's own pick from the running
+    CPU (the table's ``selected`` row is not the portable loop)."""
+    return precision == "fp32" or precision_table()["selected"].get(precision, "portable") != "portable"
 
 
 def computes_natively(precision: str, have: set[str] | None, arch: str | None = None) -> bool:
     """Whether ``precision``'s kernels compute in it on a CPU of ``arch`` (None: this machine's) with the
     features ``have`` (fp32 always does): the CPU has one of its features and the variable does not hide them
-    (the Rust kernels decide the same way)."""
-    if precision not in HIDING:
+    (the Rust kernels decide the same way, from the same table, on the CPU they run on: ``native_here``)."""
+    variable = hiding_variable(precision)
+    if variable is None:
         return True
-    features, _ = _native(precision, arch)
-    hidden = os.environ.get(HIDING[precision], "") not in ("", "0")
+    features, _ = native_features(precision, arch)
+    hidden = os.environ.get(variable, "") not in ("", "0")
     return have is not None and any(f in have for f in features) and not hidden
 
 
@@ -301,9 +324,9 @@ def precision_here(precision: str, have: set[str] | None, arch: str | None = Non
         return precision
     if precision not in _fallback_noticed:
         _fallback_noticed.add(precision)
-        _, name = _native(precision, arch)
+        _, name = native_features(precision, arch)
         logging.getLogger("kokoro_tvm_ext").warning(
-            f"kokoro-tvm: this CPU lacks {name} (or {HIDING[precision]} is set): {precision} runs as fp32, "
+            f"kokoro-tvm: this CPU lacks {name} (or {hiding_variable(precision)} is set): {precision} runs as fp32, "
             f"which is faster here than {precision}'s fallback kernels"
         )
     return "fp32"
@@ -315,9 +338,9 @@ def notice_int8_fallback(have: set[str] | None, arch: str | None = None) -> None
     if _int8_noticed or int8_native(have, arch):
         return
     _int8_noticed = True
-    _, name = _native("int8", arch)
+    _, name = native_features("int8", arch)
     logging.getLogger("kokoro_tvm_ext").warning(
-        f"kokoro-tvm: this CPU lacks {name} (or {HIDING['int8']} is set): the int8 artifact "
+        f"kokoro-tvm: this CPU lacks {name} (or {hiding_variable('int8')} is set): the int8 artifact "
         "runs its convolutions and matmuls in fp32 on the dequantized weights"
     )
 

@@ -1,12 +1,17 @@
 use super::*;
+use crate::conv::driver::{conv_tiles, packed_forward, transpose_tiles};
+use crate::conv::Conv1dConfig;
 use crate::conv::{conv1d_forward, conv1d_transpose_forward};
+use crate::gemm::bf16::packed_shape;
 use crate::gemm::bf16::testing::{assert_close, pack, packed, rounded};
 use crate::gemm::bf16::Kind;
 use crate::gemm::bf16::{pack_a, pack_b};
 use crate::gemm::threads;
+use crate::precision::Precision;
 use crate::tensor::testing::{cpu_seconds, Owned, Rng, PROCESS_CPU};
 use tvm_ffi::Any;
 use tvm_ffi::TensorView;
+use tvm_ffi::{AnyView, Result};
 
 /// (batch, cin, cout, length, kernel, stride, pad_left, pad_right, dilation, groups, output_padding, bias)
 type Case = (
@@ -133,7 +138,7 @@ fn check_conv(transpose: bool, case: &Case) {
     drop(views);
     // Without native bf16 the fallback computes on f32 x: compare loosely.
     let got = &ot.data;
-    if native_bf16() {
+    if Bf16Gemm::native() {
         assert_close(&format!("{c:?}"), got, &want, &scale);
     } else {
         for (i, (g, wv)) in got.iter().zip(&want).enumerate() {
@@ -143,7 +148,7 @@ fn check_conv(transpose: bool, case: &Case) {
             );
         }
     }
-    if !native_bf16() {
+    if !Bf16Gemm::native() {
         return;
     }
     // Small tiles and weight blocks: every split of the tiling.
@@ -166,9 +171,10 @@ fn check_conv(transpose: bool, case: &Case) {
     ] {
         let mut out = vec![f32::NAN; n_out];
         if transpose {
-            transpose_bf16(&c, lout, &x, &wp32, bias.as_deref(), &mut out, tuning).unwrap();
+            transpose_tiles::<Bf16Gemm>(&c, lout, &x, &wp32, bias.as_deref(), &mut out, tuning)
+                .unwrap();
         } else {
-            conv_bf16(
+            conv_tiles::<Bf16Gemm>(
                 &c,
                 lout,
                 &x,
@@ -271,7 +277,7 @@ fn random_calls_through_the_registry_match_the_reference_and_bad_ones_name_the_a
     use crate::tensor::fuzz::{check, Call, Spec, Value};
     let mut rng = Rng(0xbf16_0001);
     // Where bf16 is not native the inputs stay f32.
-    let x_in = |v: Vec<f32>| if native_bf16() { rounded(&v) } else { v };
+    let x_in = |v: Vec<f32>| if Bf16Gemm::native() { rounded(&v) } else { v };
     for case in 0..24 {
         let i = |v: usize| v as i64;
         let case = ConvCase::random(&mut rng, case % 2 == 1);
@@ -320,7 +326,11 @@ fn now() -> (f64, f64) {
 #[test]
 #[ignore]
 fn bench_bf16_conv() {
-    println!("bf16 native: {}, threads: {}", native_bf16(), threads());
+    println!(
+        "bf16 native: {}, threads: {}",
+        Bf16Gemm::native(),
+        threads()
+    );
     // (transpose, cin, cout, k, stride, dilation, L)
     let shapes: &[(bool, usize, usize, usize, usize, usize, usize)] = &[
         (false, 128, 128, 7, 1, 3, 19200),
@@ -399,8 +409,9 @@ fn bench_bf16_conv() {
                 conv1d_forward(&c, &x, &w, Some(&bias), o).unwrap()
             }
         });
-        let bf16r =
-            rate(&mut |o| conv_bf16_forward(&c, transpose, &x, &packed, Some(&bias), o).unwrap());
+        let bf16r = rate(&mut |o| {
+            packed_forward::<Bf16Gemm>(&c, transpose, &x, &packed, Some(&bias), o).unwrap()
+        });
         println!(
             "{} {cin}->{cout} k{k} s{s} d{d} L{l}: f32 {:.0} wall / {:.0} per CPU-s, bf16 {:.0} / {:.0} GFLOP/s",
             if transpose { "convT" } else { "conv1d" },

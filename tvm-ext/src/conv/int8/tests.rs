@@ -1,8 +1,14 @@
 use super::*;
+use crate::conv::driver::{conv_tiles, packed_forward, transpose_tiles};
+use crate::conv::packed::weight_shape;
 use crate::conv::reference::{reference_conv, reference_transpose};
+use crate::conv::Conv1dConfig;
 use crate::conv::{conv1d_forward, conv1d_transpose_forward};
+use crate::gemm::int8::packed_weights;
 use crate::gemm::int8::testing::{assert_within, max_abs, pack};
+use crate::precision::Precision;
 use crate::tensor::testing::{cpu_seconds, Owned, Rng, PROCESS_CPU};
+use tvm_ffi::AnyView;
 
 /// (batch, cin, cout, length, kernel, stride, pad_left, pad_right, dilation, groups, output_padding, bias)
 type Case = (
@@ -129,7 +135,7 @@ fn check_conv(transpose: bool, case: &Case) {
         .collect();
     let got = call(transpose, &c, &x, &w, bias.as_deref());
     assert_within(&format!("{c:?}"), &got, &want, &bound);
-    if !native_int8() {
+    if !Int8Gemm::native() {
         return;
     }
     // Small tiles and weight blocks: every split of the tiling.
@@ -170,9 +176,10 @@ fn check_conv(transpose: bool, case: &Case) {
         let mut out = vec![f32::NAN; want.len()];
         let lout = out.len() / (c.batch * c.out_channels);
         if transpose {
-            transpose_int8(&c, lout, &x, &weights, bias.as_deref(), &mut out, tuning).unwrap();
+            transpose_tiles::<Int8Gemm>(&c, lout, &x, &weights, bias.as_deref(), &mut out, tuning)
+                .unwrap();
         } else {
-            conv_int8(
+            conv_tiles::<Int8Gemm>(
                 &c,
                 lout,
                 &x,
@@ -254,7 +261,7 @@ fn conv1d_int8_rejects_unpacked_and_mispacked_weights() {
 /// under qemu-user the child runs in a new qemu with the same `QEMU_CPU`).
 #[test]
 fn without_vnni_the_f32_kernel_runs_on_dequantized_weights() {
-    if native_int8() {
+    if Int8Gemm::native() {
         let out = std::process::Command::new(std::env::current_exe().unwrap())
             .args([
                 "conv::int8::tests::without_vnni_the_f32_kernel_runs_on_dequantized_weights",
@@ -313,7 +320,7 @@ fn without_vnni_the_f32_kernel_runs_on_dequantized_weights() {
 #[ignore]
 fn bench_int8_conv() {
     use crate::conv::winograd;
-    println!("int8 native: {}", native_int8());
+    println!("int8 native: {}", Int8Gemm::native());
     // (cin, cout, length, kernel, dilation, stride, transpose)
     let shapes: &[(usize, usize, usize, usize, usize, usize, bool)] = &[
         (512, 512, 400, 3, 1, 1, false),
@@ -415,7 +422,7 @@ fn bench_int8_conv() {
             let t = cpu_seconds(PROCESS_CPU);
             f32_run();
             let t1 = cpu_seconds(PROCESS_CPU);
-            conv_int8_forward(&c, transpose, &x, &weights, Some(&b), &mut out8).unwrap();
+            packed_forward::<Int8Gemm>(&c, transpose, &x, &weights, Some(&b), &mut out8).unwrap();
             let t2 = cpu_seconds(PROCESS_CPU);
             if rep >= 2 {
                 times.0.push(t1 - t);

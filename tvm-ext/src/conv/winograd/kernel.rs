@@ -19,45 +19,24 @@ pub(super) fn run_job(
     match isa {
         // SAFETY: the features were detected at run time.
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => unsafe { x86::avx512(call, job, s, par) },
+        Isa::Avx512 | Isa::Avx512Vnni | Isa::Avx512Bf16 => unsafe {
+            super::x86::avx512(call, job, s, par)
+        },
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => unsafe { x86::avx2(call, job, s, par) },
+        Isa::Avx2 => unsafe { super::x86::avx2(call, job, s, par) },
         #[cfg(target_arch = "aarch64")]
-        Isa::Neon => unsafe { neon::job(call, job, s, par) },
+        Isa::Neon | Isa::Dotprod | Isa::I8mm | Isa::NeonBf16 => unsafe {
+            super::arm::job(call, job, s, par)
+        },
         Isa::Portable => sized::<false, false>(call, job, s, par),
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-mod x86 {
-    use super::{sized, Call, Job, JobError, Scratch};
-
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    pub(super) unsafe fn avx512(
-        call: &Call,
-        job: Job,
-        s: &mut Scratch,
-        par: bool,
-    ) -> Result<(), JobError> {
-        sized::<true, true>(call, job, s, par)
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn avx2(
-        call: &Call,
-        job: Job,
-        s: &mut Scratch,
-        par: bool,
-    ) -> Result<(), JobError> {
-        sized::<true, false>(call, job, s, par)
     }
 }
 
 /// `FMA`: fused multiply-adds; `SIMD`: the instruction set's own vector code,
 /// AVX-512 lane permutes or NEON interleaving loads and stores (see [`lanes`]),
-/// and on NEON the transforms' products ([`neon::mat_vec`]).
+/// and on NEON the transforms' products ([`super::arm::mat_vec`]).
 #[inline(always)]
-fn sized<const FMA: bool, const SIMD: bool>(
+pub(super) fn sized<const FMA: bool, const SIMD: bool>(
     call: &Call,
     job: Job,
     s: &mut Scratch,
@@ -117,7 +96,7 @@ fn mat_vec<const R: usize, const C: usize, const FMA: bool, const SIMD: bool>(
     #[cfg(target_arch = "aarch64")]
     if SIMD {
         // SAFETY: `SIMD` is only set in code compiled for NEON on aarch64.
-        return unsafe { neon::mat_vec(&mat.cols, vecs, emit) };
+        return unsafe { super::arm::mat_vec(&mat.cols, vecs, emit) };
     }
     for (i, row) in mat.rows.iter().enumerate() {
         let mut acc = [0.0f32; LANES];
@@ -127,88 +106,6 @@ fn mat_vec<const R: usize, const C: usize, const FMA: bool, const SIMD: bool>(
             }
         }
         emit(i, 0, &acc);
-    }
-}
-
-/// NEON: the transforms' products as sums of outer products, eight lanes
-/// (two vectors of tiles) per pass: for each input `j` in turn, its two
-/// vectors times column `j` of the matrix (`vfmaq_laneq_f32`, four
-/// coefficients per register) into all `R` x 2 accumulators (24 at most, for
-/// `A` = 12), so each input and each coefficient is loaded once per pass.
-#[cfg(target_arch = "aarch64")]
-mod neon {
-    use std::arch::aarch64::*;
-
-    use super::{sized, Call, Job, JobError, Scratch, LANES};
-
-    #[target_feature(enable = "neon")]
-    pub(super) unsafe fn job(
-        call: &Call,
-        job: Job,
-        s: &mut Scratch,
-        par: bool,
-    ) -> Result<(), JobError> {
-        sized::<true, true>(call, job, s, par)
-    }
-
-    /// Vectors of four lanes per pass.
-    const V: usize = 2;
-
-    /// [`super::mat_vec`] with `FMA`, from the matrix's columns.
-    #[inline(always)]
-    pub(super) unsafe fn mat_vec<const R: usize, const C: usize>(
-        cols: &[[f32; R]; C],
-        vecs: &[[f32; LANES]; C],
-        mut emit: impl FnMut(usize, usize, &[f32]),
-    ) {
-        for k0 in (0..LANES).step_by(4 * V) {
-            let mut acc = [[vdupq_n_f32(0.0); V]; R];
-            for (col, vec) in cols.iter().zip(vecs) {
-                let x: [float32x4_t; V] =
-                    std::array::from_fn(|v| vld1q_f32(vec.as_ptr().add(k0 + 4 * v)));
-                let mut i = 0;
-                while i + 4 <= R {
-                    let cf = vld1q_f32(col.as_ptr().add(i));
-                    lane::<0>(&mut acc[i], &x, cf);
-                    lane::<1>(&mut acc[i + 1], &x, cf);
-                    lane::<2>(&mut acc[i + 2], &x, cf);
-                    lane::<3>(&mut acc[i + 3], &x, cf);
-                    i += 4;
-                }
-                if i + 2 <= R {
-                    let cf = vld1_f32(col.as_ptr().add(i));
-                    for (v, xv) in x.iter().enumerate() {
-                        acc[i][v] = vfmaq_lane_f32::<0>(acc[i][v], *xv, cf);
-                        acc[i + 1][v] = vfmaq_lane_f32::<1>(acc[i + 1][v], *xv, cf);
-                    }
-                    i += 2;
-                }
-                if i < R {
-                    for (a, xv) in acc[i].iter_mut().zip(&x) {
-                        *a = vfmaq_n_f32(*a, *xv, col[i]);
-                    }
-                }
-            }
-            for (i, a) in acc.iter().enumerate() {
-                let mut vals = [0.0f32; 4 * V];
-                for (v, a) in a.iter().enumerate() {
-                    vst1q_f32(vals.as_mut_ptr().add(4 * v), *a);
-                }
-                emit(i, k0, &vals);
-            }
-        }
-    }
-
-    /// `acc[v] += x[v] * cf[L]`, fused.
-    #[inline(always)]
-    unsafe fn lane<const L: i32>(
-        acc: &mut [float32x4_t; V],
-        x: &[float32x4_t; V],
-        cf: float32x4_t,
-    ) {
-        for (a, xv) in acc.iter_mut().zip(x) {
-            *a = vfmaq_laneq_f32::<L>(*a, *xv, cf);
-        }
     }
 }
 

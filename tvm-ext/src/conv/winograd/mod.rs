@@ -44,7 +44,8 @@
 //!
 //! Files: `transform.rs` builds the transforms and packs the weights, `kernel.rs`
 //! holds the per-job loops (gather, transforms, GEMMs) compiled per instruction
-//! set, `lanes.rs` the lane permutes; the plan of the jobs is below.
+//! set, `lanes.rs` the lane permutes; their code per instruction set is in
+//! `x86.rs` (AVX-512, AVX2) and `arm.rs` (NEON); the plan of the jobs is below.
 use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, Tensor, VALUE_ERROR};
 
 use super::{call_data, parse_call, run_parallel, Conv1dConfig, WeightKind};
@@ -55,11 +56,15 @@ use crate::isa::Isa;
 use crate::job::{internal, JobError};
 use crate::tensor::{dim, expect_shape, input, shape_of};
 
+#[cfg(target_arch = "aarch64")]
+mod arm;
 mod kernel;
 mod lanes;
 #[cfg(test)]
 mod tests;
 mod transform;
+#[cfg(target_arch = "x86_64")]
+mod x86;
 
 pub use transform::Transform;
 

@@ -17,9 +17,10 @@
 //!
 //! The inner loop, an `MR x NR` register tile, uses `VDPBF16PS` where the CPU
 //! has AVX512-BF16 (16 zmm accumulators), on aarch64 `BFDOT` where it has
-//! bf16 (in 8 x 8 quarters), checked once per process (see [`isa`]), else
-//! plain Rust. `KOKORO_TVM_EXT_NO_BF16=1` hides them, so the fallbacks can be
-//! tested on any machine.
+//! bf16 (in 8 x 8 quarters), else plain Rust: bf16's rows of the precision
+//! table (`precision/table.rs`), picked once per process (see [`isa`]).
+//! `KOKORO_TVM_EXT_NO_BF16=1` hides them, so the fallbacks can be tested on
+//! any machine.
 //!
 //! Measured on the project's Xeon (Emerald Rapids, no AMX exposed), one core:
 //! `VDPBF16PS` retires about one per two cycles, so this GEMM peaks at ~85
@@ -27,20 +28,20 @@
 //! memory, not time (`bench_gemm_bf16`). AMD Zen 4 issues it at the FMA rate:
 //! 220-225 GFLOP/s per core against 103-109 for the f32 crate.
 //!
-//! ```text
-//! kokoro_tvm_ext.bf16_native() -> bool: whether the bf16 kernels compute in bf16 here.
-//! ```
+//! `kokoro_tvm_ext.bf16_native() -> bool` says whether the bf16 kernels compute
+//! in bf16 here (the table's answer).
 //!
 //! Files: `pack.rs` converts to bf16 and packs the operands, `x86.rs` holds the
 //! AVX512-BF16 inner loop and packing, `arm.rs` the BFDOT inner loop, `weights.rs` the weights of the bf16
 //! kernels (packed at compile time by `kokoro_tvm_ext.pack_bf16`, read per call,
 //! unpacked to f32 where bf16 is not native).
-use tvm_ffi::Function;
+use tvm_ffi::TensorView;
 
-use crate::gemm::packed::{self, check_operands, disabled_by_env, for_each_block};
+use crate::gemm::packed::{self, check_operands, for_each_block};
 use crate::gemm::SharedMut;
-use crate::interface;
+use crate::isa::Isa;
 use crate::job::JobError;
+use crate::precision::{table, Precision};
 
 #[cfg(target_arch = "aarch64")]
 mod arm;
@@ -57,8 +58,8 @@ pub(crate) use pack::{
     as_u32, pack_a, pack_b, pack_pair, unpack_a_into, unpack_b_into, PackedA, PackedB,
 };
 pub use pack::{from_bf16, pairs, round_bf16, to_bf16};
+pub(crate) use weights::packed_weights;
 pub use weights::{pack_function, packed_shape};
-pub(crate) use weights::{packed_weights, with_f32_weights};
 
 pub use packed::{Kind, MR, NR};
 /// Pairs of K per cache block: a B micro-panel (`KC * NR * 4` bytes, 32 KiB)
@@ -66,46 +67,76 @@ pub use packed::{Kind, MR, NR};
 const KC: usize = 256;
 
 // ---------------------------------------------------------------------------
-// Picking the inner loop.
+// The precision.
 // ---------------------------------------------------------------------------
 
-pub use packed::Isa;
+/// The bf16 precision: weights packed in pairs by [`pack_function`] (A for
+/// conv1d, B for the others), inputs rounded per call, the micro-kernel of its
+/// row of the precision table.
+pub(crate) struct Bf16Gemm;
 
-/// The registered `kokoro_tvm_ext.bf16_native`.
-pub fn native_function() -> Function {
-    packed::native_function(&interface::BF16_NATIVE, native_bf16)
+impl Precision for Bf16Gemm {
+    const NAME: &'static str = "bf16";
+    const PANEL: usize = NR;
+    type Weights<'w> = [u32];
+
+    fn with_call_weights<R>(
+        who: &str,
+        w: &TensorView,
+        kind: Kind,
+        groups: usize,
+        w_shape: &[usize],
+        run: impl FnOnce(&[u32]) -> tvm_ffi::Result<R>,
+    ) -> tvm_ffi::Result<R> {
+        run(&packed_weights(
+            who,
+            w,
+            &packed_shape(kind, groups, w_shape),
+        )?)
+    }
+
+    fn weights_fit(w: &[u32], kind: Kind, groups: usize, w_shape: &[usize]) -> bool {
+        let (rows, cols, _) = operand(kind, groups, w_shape);
+        w.len() == groups * per_group(kind, rows, cols)
+    }
+
+    fn unpack_f32(w: &[u32], kind: Kind, groups: usize, w_shape: &[usize], dst: &mut [f32]) {
+        let (rows, cols, is_a) = operand(kind, groups, w_shape);
+        let packed = w.chunks_exact(per_group(kind, rows, cols).max(1));
+        for (p, f32_w) in packed.zip(dst.chunks_exact_mut((rows * cols).max(1))) {
+            if is_a {
+                unpack_a_into(p, rows, cols, f32_w)
+            } else {
+                unpack_b_into(p, rows, cols, f32_w)
+            }
+        }
+    }
 }
 
-/// Whether `KOKORO_TVM_EXT_NO_BF16` asks to ignore AVX512-BF16 (any value but
-/// empty or "0").
-pub fn bf16_disabled_by_env() -> bool {
-    disabled_by_env("KOKORO_TVM_EXT_NO_BF16")
+/// One group's operand of `kind`'s weights (torch's shape `w_shape`): its rows
+/// and columns, and whether it is A (conv1d's) rather than B.
+fn operand(kind: Kind, groups: usize, w_shape: &[usize]) -> (usize, usize, bool) {
+    match (kind, w_shape) {
+        (Kind::Conv1d, &[cout, cin_g, k]) => (cout / groups, cin_g * k, true),
+        (Kind::Conv1dTranspose, &[cin, cout_g, k]) => (cin / groups, cout_g * k, false),
+        (Kind::Matmul, &[k, n]) => (k, n, false),
+        _ => (0, 0, false),
+    }
 }
 
-/// Whether this CPU has AVX512-BF16 and the environment does not hide it: the
-/// condition for the bf16 kernels to run in bf16 (they fall back to f32
-/// otherwise, on weights unpacked by `with_f32_weights`). Read once per process.
-pub fn native_bf16() -> bool {
-    isa() == Isa::Native
+/// `u32`s of one group's packed operand.
+fn per_group(kind: Kind, rows: usize, cols: usize) -> usize {
+    if kind == Kind::Conv1d {
+        PackedA::len(rows, cols)
+    } else {
+        PackedB::len(rows, cols)
+    }
 }
 
-/// The inner loop this process uses, detected once.
-pub fn isa() -> Isa {
-    static ISA: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
-    *ISA.get_or_init(|| detect(bf16_disabled_by_env()))
-}
-
-fn detect(no_bf16: bool) -> Isa {
-    Isa::detect(no_bf16, || {
-        #[cfg(target_arch = "x86_64")]
-        return is_x86_feature_detected!("avx512f")
-            && is_x86_feature_detected!("avx512bw")
-            && is_x86_feature_detected!("avx512bf16");
-        #[cfg(target_arch = "aarch64")]
-        return std::arch::is_aarch64_feature_detected!("bf16");
-        #[allow(unreachable_code)]
-        false
-    })
+/// The micro-kernel's instruction set in this process: bf16's row of the
+/// precision table, chosen once.
+pub(crate) fn isa() -> Isa {
+    table::selected(Bf16Gemm::NAME).1
 }
 
 // ---------------------------------------------------------------------------
@@ -147,13 +178,7 @@ pub(crate) unsafe fn gemm_bf16_shared(
     isa: Isa,
 ) -> Result<(), JobError> {
     let (m, n) = (a.rows, b.cols);
-    if a.k != b.k {
-        return Err(JobError::new(format!(
-            "inner dimensions differ: {} and {}",
-            a.k, b.k
-        )));
-    }
-    if !check_operands(&a, &b, &c, c_offset, ldc)? {
+    if !check_operands(&a, &b, usize::MAX, &c, c_offset, ldc)? {
         return Ok(());
     }
     let kp = pairs(a.k);
@@ -199,9 +224,9 @@ unsafe fn tile(
     debug_assert!(a.len() >= kq * MR && b.len() >= kq * NR && rows <= MR && cols <= NR);
     match isa {
         #[cfg(target_arch = "x86_64")]
-        Isa::Native => x86::tile_native(kq, a.as_ptr(), b.as_ptr(), c, ldc, rows, cols, acc),
+        Isa::Avx512Bf16 => x86::tile_native(kq, a.as_ptr(), b.as_ptr(), c, ldc, rows, cols, acc),
         #[cfg(target_arch = "aarch64")]
-        Isa::Native => arm::tile_bfdot(kq, a.as_ptr(), b.as_ptr(), c, ldc, rows, cols, acc),
+        Isa::NeonBf16 => arm::tile_bfdot(kq, a.as_ptr(), b.as_ptr(), c, ldc, rows, cols, acc),
         _ => tile_portable(kq, a, b, c, ldc, rows, cols, acc),
     }
 }

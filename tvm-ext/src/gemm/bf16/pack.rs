@@ -3,8 +3,10 @@
 use rayon::prelude::*;
 
 #[cfg(target_arch = "x86_64")]
-use super::{isa, Isa};
+use super::isa;
 use super::{MR, NR};
+#[cfg(target_arch = "x86_64")]
+use crate::isa::Isa;
 use crate::job::JobError;
 
 // ---------------------------------------------------------------------------
@@ -151,7 +153,7 @@ pub(crate) fn pack_pair(
         )));
     }
     #[cfg(target_arch = "x86_64")]
-    if isa() == Isa::Native {
+    if isa() == Isa::Avx512Bf16 {
         // SAFETY: AVX512-BF16 (and so AVX-512F/BW) is present; lengths checked above.
         unsafe { super::x86::pack_pair_native(lo, hi, q, kp, width, dst) };
         return Ok(());

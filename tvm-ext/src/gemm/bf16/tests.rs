@@ -4,12 +4,12 @@ use crate::gemm::testing::reference_matmul;
 use crate::gemm::testing::{call_packer, f32_gemm_rate, rate_per_core, BENCH_SHAPES};
 use crate::tensor::testing::Rng;
 
+/// Every micro-kernel of bf16's rows of the precision table this CPU runs.
 fn isas() -> Vec<Isa> {
-    let mut v = vec![Isa::Portable];
-    if detect(false) == Isa::Native {
-        v.push(Isa::Native);
-    }
-    v
+    table::runnable("bf16", false)
+        .into_iter()
+        .map(|(_, isa)| isa)
+        .collect()
 }
 
 #[test]
@@ -295,10 +295,7 @@ fn bench_gemm_bf16() {
         let f32_rate = f32_gemm_rate(m, k, n);
         let time = |f: &mut dyn FnMut()| rate_per_core(flops, f);
         let mut line = format!("{m}x{k}x{n}: f32 gemm {f32_rate:.1}");
-        for which in [Isa::Native, Isa::Portable] {
-            if detect(false) != Isa::Native && which == Isa::Native {
-                continue;
-            }
+        for which in isas() {
             let (pa, pb) = (
                 PackedA {
                     data: &pa,
@@ -333,7 +330,7 @@ fn bench_gemm_bf16() {
 }
 
 /// scripts/test-aarch64.sh names the inner loop each emulated CPU must pick
-/// (`Native` = BFDOT on `max`, else `Portable`), so a run that silently fell
+/// (`NeonBf16` = BFDOT on `max`, else `Portable`), so a run that silently fell
 /// back fails.
 #[test]
 fn picks_the_inner_loop_the_emulated_run_expects() {

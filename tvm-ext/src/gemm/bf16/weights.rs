@@ -20,7 +20,6 @@ use super::{pack_a, pack_b, pairs, Kind, MR, NR};
 use crate::gemm::packed::{as_words, pack_args, PackArgs};
 use crate::interface;
 use crate::job::internal;
-use crate::scratch::Scratch;
 use crate::tensor::{expect_shape, input, Bf16};
 
 /// The registered `kokoro_tvm_ext.pack_bf16`.
@@ -95,18 +94,4 @@ pub(crate) fn packed_weights<'a>(
     Ok(as_words(data, |p: [Bf16; 2]| {
         p[0].0 as u32 | (p[1].0 as u32) << 16
     }))
-}
-
-/// Where bf16 is not native: `run` on the weights unpacked to f32 by `unpack`,
-/// in a pooled buffer (a fresh buffer per call, filled serially, was a tenth of
-/// a short synthesis in page faults and unpacking).
-pub(crate) fn with_f32_weights<R>(
-    len: usize,
-    unpack: impl FnOnce(&mut [f32]),
-    run: impl FnOnce(&[f32]) -> R,
-) -> R {
-    let mut weights = Scratch::new();
-    weights.set_len(len);
-    unpack(&mut weights);
-    run(&weights)
 }

@@ -2,7 +2,7 @@
 use std::arch::x86_64::*;
 
 use super::{MR, NR};
-use crate::gemm::packed::x86::store_halves;
+use crate::gemm::x86::store_halves;
 
 #[inline(always)]
 fn masks(cols: usize) -> (__mmask16, __mmask16) {

@@ -28,7 +28,8 @@
 //! and K is at most [`MAX_K`], so no sum overflows.
 //!
 //! The inner loop, an `MR x NR` tile, uses the CPU's int8 dot products
-//! (checked once per process, see [`isa`]): `VPDPBUSD` where an x86 CPU has
+//! (int8's rows of the precision table, `precision/table.rs`, picked once per
+//! process, see [`isa`]): `VPDPBUSD` where an x86 CPU has
 //! AVX512-VNNI (16 zmm accumulators); on aarch64 `USMMLA` where the CPU has
 //! i8mm, else `SDOT` where it has dotprod (in 8 x 8 quarters); else plain
 //! Rust. `KOKORO_TVM_EXT_NO_VNNI=1` hides these instructions on either
@@ -36,20 +37,20 @@
 //! int8 kernels then run the f32 kernels on the dequantized weights (as on CPUs
 //! without them).
 //!
-//! ```text
-//! kokoro_tvm_ext.int8_native() -> bool: whether the int8 kernels compute in int8 here.
-//! ```
+//! `kokoro_tvm_ext.int8_native() -> bool` says whether the int8 kernels compute
+//! in int8 here (the table's answer).
 //!
 //! Files: `pack.rs` quantizes and packs the activations, `x86.rs` holds the
 //! AVX-512 inner loop and packing, `arm.rs` the SDOT and USMMLA inner loops,
 //! `weights.rs` the weights (packed at compile time, read per call, dequantized
 //! to f32 where the int8 instructions are missing).
-use tvm_ffi::Function;
+use tvm_ffi::TensorView;
 
-use crate::gemm::packed::{self, check_block, check_operands, disabled_by_env, for_each_block};
+use crate::gemm::packed::{self, check_block, check_operands, for_each_block};
 use crate::gemm::SharedMut;
-use crate::interface;
+use crate::isa::Isa;
 use crate::job::JobError;
+use crate::precision::{table, Precision};
 
 #[cfg(target_arch = "aarch64")]
 mod arm;
@@ -65,69 +66,48 @@ mod x86;
 pub(crate) use pack::{
     as_i32, as_u8, interleave_quad, min_max, pack_quad, quads, quantize_row, Affine,
 };
-pub(crate) use weights::{fill_affine, packed_weights, with_f32_weights, Weights};
+pub(crate) use weights::{dequantize_into, fill_affine, packed_weights, Weights};
 pub use weights::{pack_function, packed_len};
 
 pub use packed::{Kind, MR, NR};
 /// The longest inner dimension: `255 * 128 * MAX_K` stays below `2^31`.
 pub const MAX_K: usize = 65_536;
 
-pub use packed::Isa;
+/// The int8 precision: weights quantized and packed in quads by
+/// [`pack_function`] (A for conv1d, B for the others), activations quantized
+/// per call, the micro-kernel of its row of the precision table.
+pub(crate) struct Int8Gemm;
 
-/// The registered `kokoro_tvm_ext.int8_native`.
-pub fn native_function() -> Function {
-    packed::native_function(&interface::INT8_NATIVE, native_int8)
-}
+impl Precision for Int8Gemm {
+    const NAME: &'static str = "int8";
+    const PANEL: usize = NR;
+    type Weights<'w> = Weights<'w>;
 
-/// Whether `KOKORO_TVM_EXT_NO_VNNI` asks to ignore the int8 instructions
-/// (AVX512-VNNI; on aarch64 dotprod and i8mm): any value but empty or "0".
-pub fn vnni_disabled_by_env() -> bool {
-    disabled_by_env("KOKORO_TVM_EXT_NO_VNNI")
-}
-
-/// Whether this CPU has int8 dot products (AVX512-VNNI; dotprod or i8mm) and
-/// the environment does not hide them: the condition for the int8 kernels to
-/// run in int8. Read once per process.
-pub fn native_int8() -> bool {
-    isa().is_native()
-}
-
-/// The inner loop this process uses, detected once.
-pub fn isa() -> Isa {
-    static ISA: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
-    *ISA.get_or_init(|| detect(vnni_disabled_by_env()))
-}
-
-fn detect(hidden: bool) -> Isa {
-    *available(hidden).last().unwrap_or(&Isa::Portable)
-}
-
-/// Every inner loop this CPU runs, best last (the tests run each); only
-/// `Portable` where `hidden`.
-fn available(hidden: bool) -> Vec<Isa> {
-    #[allow(unused_mut)]
-    let mut v = vec![Isa::Portable];
-    if hidden {
-        return v;
+    fn with_call_weights<R>(
+        who: &str,
+        w: &TensorView,
+        kind: Kind,
+        groups: usize,
+        w_shape: &[usize],
+        run: impl FnOnce(&Weights) -> tvm_ffi::Result<R>,
+    ) -> tvm_ffi::Result<R> {
+        run(&packed_weights(who, w, kind, groups, w_shape)?)
     }
-    #[cfg(target_arch = "x86_64")]
-    if is_x86_feature_detected!("avx512f")
-        && is_x86_feature_detected!("avx512bw")
-        && is_x86_feature_detected!("avx512vl")
-        && is_x86_feature_detected!("avx512vnni")
-    {
-        v.push(Isa::Native);
+
+    /// [`packed_weights`] checked them against the call already.
+    fn weights_fit(_w: &Weights, _kind: Kind, _groups: usize, _w_shape: &[usize]) -> bool {
+        true
     }
-    #[cfg(target_arch = "aarch64")]
-    {
-        if std::arch::is_aarch64_feature_detected!("dotprod") {
-            v.push(Isa::Native);
-        }
-        if std::arch::is_aarch64_feature_detected!("i8mm") {
-            v.push(Isa::Matrix);
-        }
+
+    fn unpack_f32(w: &Weights, kind: Kind, groups: usize, w_shape: &[usize], dst: &mut [f32]) {
+        dequantize_into(w, kind, groups, w_shape, dst)
     }
-    v
+}
+
+/// The micro-kernel's instruction set in this process: int8's row of the
+/// precision table, chosen once.
+pub(crate) fn isa() -> Isa {
+    table::selected(Int8Gemm::NAME).1
 }
 
 // ---------------------------------------------------------------------------
@@ -185,14 +165,8 @@ pub(crate) unsafe fn gemm_int8(
     isa: Isa,
 ) -> Result<(), JobError> {
     let (m, n, k) = (a.rows, b.cols, a.k);
-    if a.k != b.k || k > MAX_K {
-        return Err(JobError::new(format!(
-            "inner dimensions {} and {} (at most {MAX_K})",
-            a.k, b.k
-        )));
-    }
     check_scales(&s, m, n)?;
-    if !check_operands(&a, &b, &c, c_offset, ldc)? {
+    if !check_operands(&a, &b, MAX_K, &c, c_offset, ldc)? {
         return Ok(());
     }
     let walk = Walk::panels(quads(k));
@@ -407,27 +381,27 @@ unsafe fn tile(
     );
     match (isa, signs) {
         #[cfg(target_arch = "x86_64")]
-        (Isa::Native, Signs::WeightsA) => {
+        (Isa::Avx512Vnni, Signs::WeightsA) => {
             x86::tile_vnni::<false>(walk, a.as_ptr(), b.as_ptr(), c, ldc, t, acc)
         }
         #[cfg(target_arch = "x86_64")]
-        (Isa::Native, Signs::WeightsB) => {
+        (Isa::Avx512Vnni, Signs::WeightsB) => {
             x86::tile_vnni::<true>(walk, a.as_ptr(), b.as_ptr(), c, ldc, t, acc)
         }
         #[cfg(target_arch = "aarch64")]
-        (Isa::Native, Signs::WeightsA) => {
+        (Isa::Dotprod, Signs::WeightsA) => {
             arm::tile_sdot::<false>(walk, a.as_ptr(), b.as_ptr(), c, ldc, t, acc)
         }
         #[cfg(target_arch = "aarch64")]
-        (Isa::Native, Signs::WeightsB) => {
+        (Isa::Dotprod, Signs::WeightsB) => {
             arm::tile_sdot::<true>(walk, a.as_ptr(), b.as_ptr(), c, ldc, t, acc)
         }
         #[cfg(target_arch = "aarch64")]
-        (Isa::Matrix, Signs::WeightsA) => {
+        (Isa::I8mm, Signs::WeightsA) => {
             arm::tile_usmmla::<false>(walk, a.as_ptr(), b.as_ptr(), c, ldc, t, acc)
         }
         #[cfg(target_arch = "aarch64")]
-        (Isa::Matrix, Signs::WeightsB) => {
+        (Isa::I8mm, Signs::WeightsB) => {
             arm::tile_usmmla::<true>(walk, a.as_ptr(), b.as_ptr(), c, ldc, t, acc)
         }
         _ => tile_portable(signs, walk, a, b, c, ldc, t, acc),

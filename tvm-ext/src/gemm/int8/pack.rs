@@ -1,8 +1,10 @@
 //! The activations' quantization (affine, to u8) and the packing of quads
 //! (layouts in the module docs of [`super`]).
 #[cfg(target_arch = "x86_64")]
-use super::{isa, Isa};
+use super::isa;
 use super::{MR, NR};
+#[cfg(target_arch = "x86_64")]
+use crate::isa::Isa;
 use crate::job::JobError;
 
 /// Quads along an inner dimension of `k` elements.
@@ -68,7 +70,7 @@ impl Affine {
 /// The smallest and largest of `v` (`(0, 0)` when empty; NaN ignored).
 pub(crate) fn min_max(v: &[f32]) -> (f32, f32) {
     #[cfg(target_arch = "x86_64")]
-    if isa() == Isa::Native {
+    if isa() == Isa::Avx512Vnni {
         // SAFETY: AVX512-VNNI implies AVX-512F.
         return unsafe { super::x86::min_max_avx512(v) };
     }
@@ -100,7 +102,7 @@ pub(crate) fn pack_quad(
         )));
     }
     #[cfg(target_arch = "x86_64")]
-    if isa() == Isa::Native {
+    if isa() == Isa::Avx512Vnni {
         // SAFETY: AVX-512F/BW are present; lengths checked above.
         unsafe { super::x86::pack_quad_avx512(rows, n, quant, q, kq, width, dst) };
         return Ok(());
@@ -122,7 +124,7 @@ pub(crate) fn pack_quad(
 pub(crate) fn quantize_row(src: &[f32], quant: Affine, dst: &mut [u8]) {
     assert_eq!(src.len(), dst.len(), "quantize_row: lengths differ");
     #[cfg(target_arch = "x86_64")]
-    if isa() == Isa::Native {
+    if isa() == Isa::Avx512Vnni {
         // SAFETY: AVX512-VNNI implies AVX-512F/BW/VL (checked with it); lengths
         // checked above.
         unsafe { super::x86::quantize_row_avx512(src, quant, dst) };
@@ -141,7 +143,7 @@ pub(crate) fn interleave_quad(rows: [&[u8]; 4], dst: &mut [u32]) {
         "interleave_quad: lengths differ"
     );
     #[cfg(target_arch = "x86_64")]
-    if isa() == Isa::Native {
+    if isa() == Isa::Avx512Vnni {
         // SAFETY: AVX-512F/BW/VL are present; lengths checked above.
         unsafe { super::x86::interleave_quad_avx512(rows, dst) };
         return;

@@ -1,11 +1,14 @@
 use super::testing::pack;
 use super::*;
 use crate::gemm::testing::{call_packer, f32_gemm_rate, rate_per_core, BENCH_SHAPES};
+use crate::precision::with_f32_weights;
 use crate::tensor::testing::Rng;
 
 /// Every inner loop this CPU runs (on aarch64 with i8mm: SDOT and USMMLA).
+/// Best last, as int8's rows of the precision table that this CPU runs.
 fn isas() -> Vec<Isa> {
-    available(false)
+    let rows = table::runnable("int8", false);
+    rows.into_iter().rev().map(|(_, isa)| isa).collect()
 }
 
 /// Random bytes: u8 activations or s8 weights in -127..=127.
@@ -256,7 +259,7 @@ fn packer_quantizes_per_channel_and_keeps_an_int8_grid() {
         p,
         n,
     };
-    with_f32_weights(Kind::Conv1d, 1, &[3, 2, 3], &g, |back| {
+    with_f32_weights::<Int8Gemm, _>(&g, Kind::Conv1d, 1, &[3, 2, 3], |back| {
         for (i, (b, v)) in back.iter().zip(&w).enumerate() {
             let s = f32::from_bits(words[p + i / 6]);
             assert!((b - v).abs() <= 0.5 * s * 1.0001, "[{i}]: {b} vs {v}");
@@ -282,7 +285,7 @@ fn packer_quantizes_per_channel_and_keeps_an_int8_grid() {
         p,
         n,
     };
-    with_f32_weights(Kind::Matmul, 1, &[12, 64], &g, |back| {
+    with_f32_weights::<Int8Gemm, _>(&g, Kind::Matmul, 1, &[12, 64], |back| {
         for (i, (b, v)) in back.iter().zip(&w).enumerate() {
             assert!((b - v).abs() <= 1e-6 * v.abs(), "[{i}]: {b} vs {v}");
         }
@@ -308,13 +311,19 @@ fn packer_rejects_bad_arguments() {
 /// i8mm); the switch reads "0" and "" as unset.
 #[test]
 fn the_switch_hides_the_int8_instructions() {
-    assert_eq!(detect(true), Isa::Portable);
-    assert_eq!(native_int8(), isa() != Isa::Portable);
-    assert_eq!(isa(), detect(vnni_disabled_by_env()));
+    let hidden: Vec<Isa> = table::runnable("int8", true)
+        .into_iter()
+        .map(|(_, isa)| isa)
+        .collect();
+    assert_eq!(hidden, [Isa::Portable]);
+    assert_eq!(Int8Gemm::native(), isa() != Isa::Portable);
+    let var = std::env::var("KOKORO_TVM_EXT_NO_VNNI");
+    let hiding = var.is_ok_and(|v| !v.is_empty() && v != "0");
+    assert_eq!(isa(), table::runnable("int8", hiding)[0].1);
 }
 
 /// scripts/test-aarch64.sh names the inner loop each emulated CPU must pick
-/// (`Portable` on a Cortex-A72, `Native` = SDOT on a Cortex-A76, `Matrix` =
+/// (`Portable` on a Cortex-A72, `Dotprod` = SDOT on a Cortex-A76, `I8mm` =
 /// USMMLA on `max`), so a run that silently fell back fails.
 #[test]
 fn picks_the_inner_loop_the_emulated_run_expects() {

@@ -29,7 +29,6 @@ use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, Tensor, TensorView, 
 use super::{quads, Affine, Kind, PackedA, PackedB, MAX_K, MR, NR};
 use crate::gemm::packed::{as_words, pack_args, PackArgs};
 use crate::interface;
-use crate::scratch::Scratch;
 use crate::tensor::{expect_shape, input};
 
 /// The registered `kokoro_tvm_ext.pack_int8`.
@@ -222,22 +221,20 @@ pub(crate) fn packed_weights<'a>(
     Ok(Weights { words, p, n })
 }
 
-/// Where int8 is not native: `run` on the weights dequantized to f32 in torch's
-/// layout, in a pooled buffer.
-pub(crate) fn with_f32_weights<R>(
+/// `w` dequantized to f32 in torch's layout (`kind`'s `w_shape`), into `dst`:
+/// where int8 is not native, the f32 kernels run on these.
+pub(crate) fn dequantize_into(
+    w: &Weights,
     kind: Kind,
     groups: usize,
     w_shape: &[usize],
-    w: &Weights,
-    run: impl FnOnce(&[f32]) -> R,
-) -> R {
+    dst: &mut [f32],
+) {
     let (k, n, _) = operand(kind, groups, w_shape);
     let group_len = w_shape.iter().product::<usize>() / groups;
-    let mut out = Scratch::new();
-    out.set_len(groups * group_len);
     let width = if kind == Kind::Conv1d { MR } else { NR };
     let kq = quads(k);
-    for (gi, dst) in out.chunks_exact_mut(group_len.max(1)).enumerate() {
+    for (gi, dst) in dst.chunks_exact_mut(group_len.max(1)).enumerate() {
         let g = w.group(gi);
         for j in 0..n {
             let base = ((j / width) * kq) * width + j % width;
@@ -256,7 +253,6 @@ pub(crate) fn with_f32_weights<R>(
             }
         }
     }
-    run(&out)
 }
 
 /// The dequantization of a per-tile activation block: the same scale and zero

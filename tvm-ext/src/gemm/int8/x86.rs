@@ -2,7 +2,7 @@
 use std::arch::x86_64::*;
 
 use super::{Affine, Tile, Walk, MR};
-use crate::gemm::packed::x86::store_halves;
+use crate::gemm::x86::store_halves;
 
 #[inline(always)]
 fn mask(n: usize) -> __mmask16 {

@@ -1,7 +1,10 @@
 use super::*;
 use crate::gemm::bf16::testing::{assert_close, pack, packed, rounded};
+use crate::matmul::matmul_forward;
+use crate::precision::Precision;
 use crate::tensor::testing::{Owned, Rng};
 use tvm_ffi::Any;
+use tvm_ffi::AnyView;
 use tvm_ffi::Result;
 
 #[test]
@@ -39,7 +42,7 @@ fn matmul_bf16_matches_f32_on_rounded_inputs() {
             .unwrap_or_else(|e| panic!("{}", e.message()));
         drop(args);
         drop(views);
-        let tol = if native_bf16() { 1.0 } else { 500.0 };
+        let tol = if Bf16Gemm::native() { 1.0 } else { 500.0 };
         let loose: Vec<f32> = scale.iter().map(|s| s * tol).collect();
         assert_close(&format!("{rows}x{k}x{n}"), &ot.data, &want, &loose);
     }
@@ -72,7 +75,7 @@ fn random_calls_through_the_registry_match_the_reference_and_bad_ones_name_the_a
     use crate::tensor::fuzz::{check, size, Call, Spec, Value};
     let mut rng = Rng(0xbf16_0002);
     // Where bf16 is not native the inputs stay f32.
-    let x_in = |v: Vec<f32>| if native_bf16() { rounded(&v) } else { v };
+    let x_in = |v: Vec<f32>| if Bf16Gemm::native() { rounded(&v) } else { v };
     for _ in 0..12 {
         let i = |v: usize| v as i64;
         let (rows, k, n) = (size(&mut rng, 5), 1 + rng.below(9), 1 + rng.below(40));

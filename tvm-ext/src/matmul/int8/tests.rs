@@ -2,6 +2,7 @@ use super::*;
 use crate::gemm::int8::testing::{assert_within, max_abs, pack};
 use crate::gemm::testing::reference_matmul;
 use crate::tensor::testing::{Owned, Rng};
+use tvm_ffi::AnyView;
 
 /// The registered kernel against the f64 definition within the quantization
 /// bound: per term `|w| dx_r + |x| dw + dx_r dw`, `dx_r = max|x[r]| / 255` (each

@@ -1,4 +1,5 @@
-//! NEON kernels (aarch64).
+//! The LSTM's aarch64 code: the recurrent mat-vec products and the cell update
+//! with NEON.
 use std::arch::aarch64::*;
 
 use super::NB;
