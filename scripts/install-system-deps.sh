@@ -27,6 +27,7 @@ rust-web-clippy|/usr/bin/cargo-clippy|scripts/lint.sh's clippy, and scripts/test
 rustfmt-web|cargo-fmt|scripts/lint.sh's cargo fmt where Rust is Debian's (rustup's cargo has its own)
 libstd-rust-web-dev:arm64|/usr/lib/rustlib/aarch64-unknown-linux-gnu/lib|the aarch64 standard library
 iproute2|ip|scripts/in-loopback-netns.sh: the loopback-only namespace of the Ray cluster and IPv6 guard tests
+valgrind|valgrind|scripts/memcheck.sh (not run by test.sh): the kernels' FFI tests under memcheck
 "
 
 missing_packages() {
