@@ -53,12 +53,15 @@ export PATH="$PWD/.venv/bin:$PATH"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 echo "==> installing build requirements"
-# wheel: sdist-only dependencies (docopt) are built without isolation too. uv installs the ~200 packages of
-# the dev extras with pip's resolution (checked: the same versions) in a fraction of pip's time (about 3 min
-# of CI's setup with pip, mostly unpacking wheels already in its cache).
-python -m pip install -q "uv>=0.5,<1" "maturin>=1.7,<2" "apache-tvm-ffi==0.1.15.post2" wheel
+# Every version comes from requirements/dev.lock (hashed; refreshed by scripts/lock.sh), used as constraints, so
+# any subset of the extras installs the locked versions: uv first, from its locked lines (pip's hash checking
+# wants every requirement pinned), then requirements/build.in. uv installs the ~230 packages of the dev extras in
+# a fraction of pip's time (about 3 min of CI's setup with pip, mostly unpacking wheels already in its cache).
+LOCK=requirements/dev.lock
+python -m pip install -q --no-deps --require-hashes -r <(awk '/^uv==/ {p = 1} p {print} p && !/\\$/ {exit}' $LOCK)
+python -m uv pip install --python .venv/bin/python -q -c $LOCK -r requirements/build.in
 echo "==> building the plugin and installing kokoro-tvm-ext[$EXTRAS] (first run: a few minutes)"
-python -m uv pip install --python .venv/bin/python -q --no-build-isolation -e ".[$EXTRAS]"
+python -m uv pip install --python .venv/bin/python -q -c $LOCK --no-build-isolation -e ".[$EXTRAS]"
 echo "==> unpacking the 54 Kokoro voice packs into the user cache (kokoro==0.9.4 sdist, checked by sha256)"
 .venv/bin/kokoro-tvm voices --install >/dev/null
 echo "==> ready: $(.venv/bin/kokoro-tvm --version)"

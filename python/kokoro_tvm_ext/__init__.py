@@ -42,9 +42,10 @@ from kokoro_tvm_ext.support.torch_free import torch_hidden as _torch_hidden  # n
 
 try:
     # Must come first: it loads libtvm_ffi.so, the registry our library links to.
-    # tvm_ffi imports torch whenever it is installed (~1.3 s, ~500 MB); synthesis
-    # never passes it torch objects, so it is imported as if torch were absent.
-    with _torch_hidden():
+    # tvm_ffi imports torch whenever it is installed (~1.3 s, ~500 MB), and cuda-python's
+    # driver bindings (40-130 ms; torch's CUDA wheels bring them); synthesis never passes
+    # it torch objects or CUDA streams, so it is imported as if both were absent.
+    with _torch_hidden("cuda.bindings"):
         import tvm_ffi as _tvm_ffi  # noqa: F401
 except ImportError as err:  # pragma: no cover - exercised in a subprocess test
     raise ImportError(

@@ -24,6 +24,7 @@ Needs root (chroot, binfmt_misc) and the aarch64 toolchain with debootstrap and 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -114,20 +115,33 @@ def arm_wheels(arm_library, tmp_path_factory) -> tuple[Path, Path]:
 
 
 def aarch64_wheelhouse(dest: Path, wheel: Path) -> None:
-    """Every wheel ``wheel[EXTRAS]`` needs on aarch64 Linux with CPython 3.11, from PyPI, into ``dest``. A
-    dependency PyPI has only as an sdist (unidic-lite, jieba: pure Python) is built into a wheel here first."""
-    download = [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "--python-version", "3.11"]
+    """Every wheel ``wheel[EXTRAS]`` needs on aarch64 Linux with CPython 3.11, from PyPI, into ``dest``, at the
+    versions of requirements/dev.lock (what setup.sh installs here). A dependency PyPI has only as an sdist
+    (unidic-lite, jieba: pure Python) is built into a wheel here first."""
+    # The lock's pins for that machine, without hashes: pip checks hashes only when every requirement has them.
+    spec = importlib.util.spec_from_file_location("lock_inputs", ROOT / "scripts" / "lock_inputs.py")
+    lock_inputs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lock_inputs)
+    pins = lock_inputs.pins_for("3.11", "aarch64")
+    constraints = dest.parent / "constraints.txt"
+    constraints.write_text("".join(f"{name}=={version}\n" for name, version in sorted(pins.items())))
+    download = [sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--python-version", "3.11"]
+    download += ["-c", constraints]
     download += [f"--platform={p}" for p in PIP_PLATFORMS] + ["-d", dest, "--find-links", dest, f"{wheel}[{EXTRAS}]"]
     built: set[str] = set()
     while True:
         result = subprocess.run([str(a) for a in download], capture_output=True, text=True)
         if result.returncode == 0:
             return
-        missing = re.search(r"No matching distribution found for (\S+)", result.stderr)
-        if missing is None or missing.group(1) in built:  # not an sdist-only one, or its wheel is not pure
-            pytest.fail(f"no aarch64 wheels for {wheel.name}[{EXTRAS}]:\n{result.stderr[-2000:]}")
-        built.add(missing.group(1))
-        _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", dest, missing.group(1)])
+        # Under the constraints pip reports a package without a wheel as a conflict with its pin (on stdout).
+        output = result.stdout + result.stderr
+        missing = set(re.findall(r"No matching distribution found for (\S+)", output))
+        missing |= set(re.findall(r"The user requested \(constraint\) (\S+)", output))
+        if not missing or missing <= built:  # not an sdist-only one, or its wheel is not pure
+            pytest.fail(f"no aarch64 wheels for {wheel.name}[{EXTRAS}]:\n{output[-2000:]}")
+        for name in missing - built:
+            _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-c", constraints, "-w", dest, name])
+        built |= missing
 
 
 @pytest.fixture(scope="module")

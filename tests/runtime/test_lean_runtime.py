@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="re
 
 REPORT = textwrap.dedent("""
     import json, sys
-    heavy = ("torch", "transformers", "spacy_curated_transformers", "tvm.relax")
+    heavy = ("torch", "transformers", "spacy_curated_transformers", "tvm.relax", "cuda.bindings")
     maps = open("/proc/self/maps").read()
     print("REPORT " + json.dumps({
         "modules": sorted(m for m in sys.modules if sys.modules[m] is not None and m.startswith(heavy)),
@@ -134,6 +134,11 @@ def test_compiling_after_a_runtime_only_import_is_a_clear_error(small_artifact):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert "ERROR TVM was imported without its compiler" in result.stdout, result.stderr[-2000:]
     assert "compile in a new process" in result.stdout
+
+
+def test_the_package_imports_without_torch_or_cudas_driver_bindings():
+    """Both are installed here (torch's CUDA wheels bring cuda-bindings); tvm_ffi would import both."""
+    assert run_and_report("import kokoro_tvm_ext\n")["modules"] == []
 
 
 def test_a_library_imported_with_torch_hidden_sees_none_and_torch_imports_afterwards(tmp_path):

@@ -6,7 +6,10 @@ imported under :func:`torch_hidden`, ``import torch`` fails as it would without
 torch installed, so the library takes its torch-free path; afterwards torch
 imports normally for whoever needs it (the compiler). Tensors from a torch
 imported later still reach TVM through DLPack. (patches/0010 makes tvm_ffi itself
-take torch only from ``sys.modules``.)
+take torch only from ``sys.modules``.) tvm_ffi also imports cuda-python's driver
+bindings when it finds them (torch's CUDA wheels bring ``cuda-bindings``): 40-130 ms
+of every start for CUDA streams a CPU synthesis never passes; the package hides them
+too while it imports tvm_ffi.
 """
 
 from __future__ import annotations
@@ -19,16 +22,17 @@ _lock = threading.Lock()
 
 
 @contextlib.contextmanager
-def torch_hidden():
-    """``import torch`` raises ImportError inside the block, unless torch is already
-    imported (or already blocked by the caller), which is left as it is."""
+def torch_hidden(*also: str):
+    """``import torch``, and of each module named in ``also``, raises ImportError inside the
+    block, unless it is already imported (or already blocked by the caller): that one is left
+    as it is."""
     with _lock:
-        if "torch" in sys.modules:
-            yield
-            return
-        sys.modules["torch"] = None  # the import system's "known missing" marker
+        hidden = [name for name in ("torch", *also) if name not in sys.modules]
+        for name in hidden:
+            sys.modules[name] = None  # the import system's "known missing" marker
         try:
             yield
         finally:
-            if "torch" in sys.modules and sys.modules["torch"] is None:
-                del sys.modules["torch"]
+            for name in hidden:
+                if name in sys.modules and sys.modules[name] is None:
+                    del sys.modules[name]
