@@ -12,7 +12,7 @@
 #     --first-only  stop after command 1
 #     --reuse-root  keep DIR/root's system (and any system packages a previous test.sh installed there), only
 #                   its user's caches (~/.cache, ~/.cargo) and the clone made anew
-# Costs on 2 shared cores: the root 2.7 min, cargo-web 2 min; command 1 took 14.4 min there under a load of ~7.
+# Costs on 2 cores: the root 70 s, command 1 3.8 min (idle; 4.6 and 14.4 min under a load of ~7): docs/install.md.
 set -euo pipefail
 usage="usage: sudo bash scripts/fresh-root.sh DIR [--first-only] [--reuse-root]"
 dir=${1:?$usage}
