@@ -7,7 +7,9 @@ rule-based Penn Treebank tagger instead. The tags matter in a few places: punctu
 and currency, ``a``/``the``/``to``/``I``, and noun/verb heteronyms (``to record`` vs
 ``a record``); the rules cover these common cases, not full POS accuracy.
 Out-of-vocabulary words go to espeak-ng (bundled by ``espeakng_loader``) through misaki's
-``EspeakFallback``, as in KPipeline. Everything else is misaki unchanged: ``unk=''``.
+``EspeakFallback``, as in KPipeline. Everything else is misaki unchanged: ``unk=''``, except that tokens
+misaki reads wrong (``42%``, ``10:30``, ``5 km``, ``Main St.``) are first spelled out as English words
+(:mod:`.english_normalize`), each kept one word under its written text.
 
 A cold ``say`` reads one sentence, so :func:`english_g2p` is built from parts quick to load
 (~0.06 s, where spaCy, misaki's JSON lexicon and phonemizer took ~0.7 s): spaCy's tokenizer
@@ -33,6 +35,7 @@ import numpy as np
 
 from kokoro_tvm_ext.speech.g2p import english_espeak
 from kokoro_tvm_ext.speech.g2p.english_lexicon import cached_lexicon
+from kokoro_tvm_ext.speech.g2p.english_normalize import normalize
 from kokoro_tvm_ext.speech.g2p.english_tokenizer import blank_english, english_tokenizer
 from kokoro_tvm_ext.speech.g2p.words import Word, words_from_pieces
 from kokoro_tvm_ext.support.torch_free import torch_hidden
@@ -144,11 +147,15 @@ def tag_tokens(tokens) -> None:
     """Set ``tag_`` on spaCy-like tokens (``text``, ``whitespace_``, ``is_space``, ``like_num``), in order."""
     prev = prev_tag = prev_lower = None
     sentence_start = True
-    quote_open = False
-    for tok in tokens:
+    quote_open = single_open = False
+    tokens = list(tokens)
+    for i, tok in enumerate(tokens):
         if tok.text == '"':  # straight quotes alternate: opening (``) then closing ('')
             tag = "''" if quote_open else "``"
             quote_open = not quote_open
+        elif tok.text == "'":
+            tag = _single_quote(prev, tok, tokens[i + 1] if i + 1 < len(tokens) else None, single_open)
+            single_open = tag == "``" or (single_open and tag != "''")
         else:
             tag = _tag_token(tok, prev, prev_tag, prev_lower, sentence_start)
         tok.tag_ = tag
@@ -160,6 +167,24 @@ def tag_tokens(tokens) -> None:
         elif tag not in ("``", "-LRB-"):
             sentence_start = False
         prev_tag, prev_lower = tag, tok.text.lower()
+
+
+_ELIDED = {"tis", "twas", "twere", "em", "n", "cause", "til"}  # 'Tis, 'em: an apostrophe, not a quotation
+
+
+def _single_quote(prev, tok, after, quote_open: bool) -> str:
+    """A straight ``'`` standing alone: opening a quotation (``), a plural possessive glued to a word in s
+    (``travelers'``: POS, which misaki reads with its word) or closing one ('')."""
+    glued_before = prev is not None and not prev.whitespace_ and not prev.is_space
+    if not glued_before and not tok.whitespace_ and after is not None and after.text[:1].isalpha():
+        return "``" if after.text.lower() not in _ELIDED else "''"
+    if glued_before and prev.text[-1:] in ("s", "S") and (not quote_open or _word_follows(tok, after)):
+        return "POS"
+    return "''"
+
+
+def _word_follows(tok, after) -> bool:
+    return bool(tok.whitespace_) and after is not None and after.text[:1].isalpha()
 
 
 class _RuleTaggedTokens:
@@ -383,14 +408,45 @@ def paragraph_words(paragraph, lang: str = "a") -> list[Word]:
 
 def g2p_words(g2p, paragraph) -> list[Word]:
     """:func:`paragraph_words` through a given G2P (:func:`english_g2p` or :func:`reference_g2p`)."""
-    if isinstance(paragraph, str):
-        paragraph = _LONG_RUN.sub(lambda run: run.group() + " ", paragraph)
-    else:
-        paragraph = "".join(
-            _LONG_RUN.sub(lambda run: run.group() + " ", s) if isinstance(s, str) else f"[{s.text}](/{s.phonemes}/)"
-            for s in paragraph
-        )
+    is_word = g2p.lexicon.golds.__contains__
+    given, read, rewritten = [], [], []  # misaki's input; the text it tokenizes (overrides as their words)
+    for segment in [paragraph] if isinstance(paragraph, str) else paragraph:
+        if isinstance(segment, str):
+            text, spans = normalize(_LONG_RUN.sub(lambda run: run.group() + " ", segment), is_word)
+            at = sum(map(len, read))
+            rewritten += [(at + start, at + end, written) for start, end, written in spans]
+            given.append(text)
+            read.append(text)
+        else:
+            given.append(f"[{segment.text}](/{segment.phonemes}/)")
+            read.append(segment.text)
     with _lock:  # misaki keeps per-call state on its tokens
-        _, tokens = g2p(paragraph)
+        _, tokens = g2p("".join(given))
         pieces = [(tk.text, tk.phonemes or "", bool(tk.whitespace)) for tk in tokens]
-    return words_from_pieces(pieces)
+    return words_from_pieces(_as_written(pieces, "".join(read), rewritten))
+
+
+def _as_written(pieces: list[tuple[str, str, bool]], text: str, rewritten) -> list[tuple[str, str, bool]]:
+    """misaki's pieces of the normalised ``text`` with each rewritten span's pieces made one, under its written
+    text: ``42%`` is one word read "forty two percent" (timings and subtitles show what was written)."""
+    if not rewritten:
+        return pieces
+    out: list[tuple[str, str, bool]] = []
+    cursor, spans, merged_into = 0, iter(rewritten), None
+    span = next(spans)
+    for i, (piece_text, phonemes, space) in enumerate(pieces):
+        at = text.find(piece_text, cursor)
+        if at < 0:  # misaki changed the text: the rest keeps misaki's words
+            return out + pieces[i:]
+        cursor = at + len(piece_text)
+        while span is not None and span[1] <= at:
+            span, merged_into = next(spans, None), None
+        if span is None or at < span[0]:
+            out.append((piece_text, phonemes, space))
+        elif merged_into is None:
+            merged_into = len(out)
+            out.append((span[2], phonemes, space))
+        else:
+            written, before, gap = out[merged_into]
+            out[merged_into] = (written, before + (" " if gap else "") + phonemes, space)
+    return out
