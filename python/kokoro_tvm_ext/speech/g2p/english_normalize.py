@@ -73,6 +73,11 @@ _ROMAN_VALUES = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100, "D": 500, "M": 1000
 # Words after which a roman numeral is a number ("Chapter IV" is chapter four), "I" included.
 _NUMBERED = "Chapter|Part|Book|Volume|Act|Scene|Section|Article|Appendix|Episode|Phase|Stage|Level|Round|War"
 # Words before which a 4-digit number is a year, as misaki reads every 4-digit number.
+_DATING = set(
+    "in since by from until till to of during before after around circa c year summer winter spring autumn fall "
+    "early late mid january february march april may june july august september october november "
+    "december jan feb mar apr jun jul aug sep sept oct nov dec".split()
+)
 _NOT_COUNTED = {"is", "was", "has", "his", "as", "this", "its", "us", "always", "thus", "yes", "plus", "less"}
 
 
@@ -175,8 +180,10 @@ def _regnal(m: re.Match) -> str | None:
 
 
 def _counted(m: re.Match) -> str | None:
-    """``1984 apples``: a count, not a year, written as misaki reads a count (1,984)."""
-    if m["next"] in _NOT_COUNTED:
+    """``1984 apples``: a count, not a year, written as misaki reads a count (1,984). After a word that dates
+    (``in 2020 things changed``, ``May 2020``) it stays a year."""
+    before = re.search(r"(\w+)\W*$", m.string[: m.start()])
+    if m["next"] in _NOT_COUNTED or (before and before[1].lower() in _DATING):
         return None
     return f"{m['y'][0]},{m['y'][1:]}"
 
