@@ -1,6 +1,8 @@
 """Word timings -> SubRip (.srt) or WebVTT (.vtt) subtitles.
 
-A cue ends where a sentence ends, by the one definition (:mod:`kokoro_tvm_ext.speech.sentences`): where
+Words are joined as the text is written: a space between two words only where the text has one (Japanese
+and Mandarin words touch; their text and punctuation are the input's, :mod:`.g2p.written`). A cue ends where a
+sentence ends, by the one definition (:mod:`kokoro_tvm_ext.speech.sentences`): where
 the planner ended one (a timing's ``sentence_end``: a paragraph or a heading too), and where the words' text,
 read back, ends one (``A. Tester`` is one cue); or once a cue holds ``max_chars`` characters. Each cue
 runs from its first word's start to its last word's end.
@@ -39,6 +41,12 @@ def _sentence_ends(timings, lang: str) -> set[int]:
     return out
 
 
+def _unspaced(word: str) -> bool:
+    """Whether the word ends in a script written without spaces (kana, Han, their full-width marks), where a
+    long cue may break with no space to break at."""
+    return word[-1] >= "\u2e80"
+
+
 def cues(timings, max_chars: int = 42, lang: str = "a") -> list[tuple[float, float, str]]:
     """``(start, end, text)`` per cue; punctuation stays attached as in the input. ``lang``: the language
     the words' text is read in to find sentence ends (the planner's ends are in the timings already)."""
@@ -56,7 +64,7 @@ def cues(timings, max_chars: int = 42, lang: str = "a") -> list[tuple[float, flo
     for i, t in enumerate(timings):
         words.append(t)
         length = len("".join(w.word + " " for w in words))
-        if t.sentence_end or i in sentence_ends or (length >= max_chars and t.space_after):
+        if t.sentence_end or i in sentence_ends or (length >= max_chars and (t.space_after or _unspaced(t.word))):
             flush()
     flush()
     return out

@@ -77,7 +77,7 @@ def word_timings(
                 w.text,
                 start * seconds_per_frame,
                 end * seconds_per_frame,
-                bool(w.space_after),
+                bool(w.space_after if getattr(w, "text_space", None) is None else w.text_space),
             )
         )
         start = end

@@ -17,6 +17,7 @@ import threading
 from functools import lru_cache
 
 from kokoro_tvm_ext.speech.g2p.words import Word, words_from_pieces
+from kokoro_tvm_ext.speech.g2p.written import as_written, nfkc
 
 _HAN = re.compile(r"[\u4E00-\u9FFF]+|[^\u4E00-\u9FFF]+")
 # cn2an writes numbers up to 16 digits in Chinese numerals and leaves longer ones as digits, which no
@@ -40,6 +41,7 @@ def paragraph_words(paragraph: str) -> list[Word]:
     import jieba
 
     zh = type(_g2p())
+    original = paragraph
     with _lock:  # jieba builds its dictionary lazily, once
         paragraph = _LONG_NUMBER.sub(lambda m: cn2an.an2cn(m.group(), "direct"), paragraph)
         text = zh.map_punctuation(cn2an.transform(paragraph, "an2cn"))
@@ -57,4 +59,4 @@ def paragraph_words(paragraph: str) -> list[Word]:
                         pieces[-1] = (pieces[-1][0], pieces[-1][1], True)
                 else:
                     pieces.append((part, part.replace(chr(815), ""), False))
-    return words_from_pieces(pieces)
+    return as_written(original, words_from_pieces(pieces), lambda char: zh.map_punctuation(nfkc(char)))

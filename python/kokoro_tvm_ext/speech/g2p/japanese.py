@@ -23,6 +23,7 @@ from functools import lru_cache
 
 from kokoro_tvm_ext.speech.cancel import check_cancelled
 from kokoro_tvm_ext.speech.g2p.words import Word, concat_paragraphs, join_words, words_from_pieces
+from kokoro_tvm_ext.speech.g2p.written import as_written
 
 _lock = threading.Lock()
 # Cutlet's grouping is cubic in a run of same-type characters, so a sentence longer than this is read in
@@ -133,7 +134,7 @@ def paragraph_words(sentence: str, cancel: threading.Event | None = None) -> lis
     for piece in _pieces(sentence):
         check_cancelled(cancel)
         out.append(_sentence_words(piece))
-    return concat_paragraphs(out)
+    return as_written(sentence, concat_paragraphs(out))
 
 
 def _sentence_words(paragraph: str) -> list[Word]:

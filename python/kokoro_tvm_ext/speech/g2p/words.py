@@ -8,7 +8,7 @@ Every G2P here produces its phoneme string *through* its words, so
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 
@@ -17,6 +17,9 @@ class Word:
     text: str  # the word as written in the input (punctuation marks are their own Words)
     phonemes: str  # its Kokoro phonemes ('' if it yields none)
     space_after: bool  # a single space follows its phonemes in the chunk's phoneme string
+    # A space follows its text as written; None: as space_after. Japanese and Mandarin set it (g2p/written.py):
+    # their phonemes have spaces between words that their writing has not.
+    text_space: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -33,15 +36,15 @@ def join_words(words: Iterable[Word]) -> str:
     return "".join(w.phonemes + (" " if w.space_after else "") for w in words)
 
 
-def words_from_pieces(pieces: Iterable[tuple[str, str, bool]]) -> list[Word]:
-    """(text, phonemes, space_after) triples -> Words whose joined phonemes are the pieces'
-    joined phonemes with whitespace collapsed to single spaces (no leading or double space).
+def words_from_pieces(pieces: Iterable[Sequence]) -> list[Word]:
+    """(text, phonemes, space_after) triples (a fourth item: text_space) -> Words whose joined phonemes are the
+    pieces' joined phonemes with whitespace collapsed to single spaces (no leading or double space).
 
     Whitespace inside a piece's phonemes becomes single spaces; whitespace at its end counts
     as ``space_after``, at its start as the previous word's ``space_after``. A word with no
     phonemes keeps its space only where that space is not already there."""
     out: list[Word] = []
-    for text, phonemes, space in pieces:
+    for text, phonemes, space, *text_space in pieces:
         core = " ".join(phonemes.split())
         if phonemes[:1].isspace() and out and not out[-1].space_after and out[-1].phonemes:
             out[-1] = Word(out[-1].text, out[-1].phonemes, True)
@@ -49,7 +52,7 @@ def words_from_pieces(pieces: Iterable[tuple[str, str, bool]]) -> list[Word]:
         if not core and space:
             joined_ends_in_space = not out or _ends_in_space(out)
             space = not joined_ends_in_space
-        out.append(Word(text, core, space))
+        out.append(Word(text, core, space, *text_space))
     return out
 
 

@@ -1,0 +1,37 @@
+"""/dev/captioned_speech in Japanese and Mandarin: each timestamp is its word as written (the input's ！ and
+digits, not the G2P's ! and readings), the words joined without spaces are the input, times still in order."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_captions import captioned
+
+TEXTS = {
+    "jf_alpha": "今日はいい天気ですね。「速い」と彼は言った！3つあります。",
+    "zf_xiaobei": "你好，世界？2024年有365天。",
+}
+
+
+def check(times, text):
+    words = [t["word"] for t in times]
+    assert "".join(words) == text and all(w and " " not in w for w in words) and len(words) > 5
+    for a, b in zip(times, times[1:]):
+        assert a["start_time"] <= a["end_time"] <= b["start_time"] + 1e-9
+
+
+@pytest.mark.parametrize("voice, text", TEXTS.items())
+def test_one_shot_timestamps_are_the_words_as_written(server, voice, text):
+    r = captioned(server, input=text, voice=voice, stream=False)
+    assert r.status_code == 200, r.text
+    check(r.json()["timestamps"], text)
+
+
+@pytest.mark.parametrize("voice, text", TEXTS.items())
+def test_streamed_timestamps_are_the_words_as_written(server, voice, text):
+    r = captioned(server, input=text, voice=voice, stream=True)
+    assert r.status_code == 200, r.text
+    lines = [json.loads(line) for line in r.text.splitlines() if line.strip()]
+    assert len(lines) > 1  # a chunk each sentence: each line carries its own words
+    check([t for line in lines for t in line["timestamps"]], text)
