@@ -274,6 +274,8 @@ function base64Bytes(text) {
 // ---- the spoken word ----
 
 const CLOSING = /^[\p{Po}\p{Pe}\p{Pf}]+$/u; // "," "." "!" ")" ...: no space before them
+// Japanese and Mandarin are written without spaces: none beside their characters and full-width marks.
+const UNSPACED = /[\p{Script=Han}\p{Script=Hiragana}\p{Script=Katakana}\u3000-\u303f\uff00-\uffef]/u;
 let timedWords = []; // {start, end, element}, in order
 let shownWord = null;
 
@@ -282,7 +284,9 @@ function addWords(timestamps) {
     const element = document.createElement("span");
     element.textContent = t.word;
     element.title = `${t.start_time.toFixed(2)}–${t.end_time.toFixed(2)} s`;
-    if (timedWords.length && !CLOSING.test(t.word)) ui.words.append(" ");
+    const before = timedWords.at(-1)?.element.textContent.slice(-1) ?? "";
+    const joined = UNSPACED.test(before) || UNSPACED.test(t.word.slice(0, 1));
+    if (timedWords.length && !CLOSING.test(t.word) && !joined) ui.words.append(" ");
     ui.words.append(element);
     timedWords.push({ start: t.start_time, end: t.end_time, element });
   }
