@@ -4,6 +4,7 @@ digits, not the G2P's ! and readings), the words joined without spaces are the i
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from test_captions import captioned
@@ -35,3 +36,14 @@ def test_streamed_timestamps_are_the_words_as_written(server, voice, text):
     lines = [json.loads(line) for line in r.text.splitlines() if line.strip()]
     assert len(lines) > 1  # a chunk each sentence: each line carries its own words
     check([t for line in lines for t in line["timestamps"]], text)
+
+
+@pytest.mark.parametrize("voice, suffix", [("jf_alpha", ".vtt"), ("zf_xiaobei", ".srt")])
+def test_say_subtitles_are_the_sentences_as_written(artifact, voice, suffix, tmp_path):
+    from test_say_subtitles import run_say
+
+    subtitles = tmp_path / f"out{suffix}"
+    result = run_say(artifact, voice, TEXTS[voice], "-o", str(tmp_path / "out.wav"), "--subtitles", str(subtitles))
+    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    cues = re.findall(r"--> \S+\n(.+)\n", subtitles.read_text())
+    assert cues == re.findall(r".+?[。！？]", TEXTS[voice])  # a cue a sentence, as typed
