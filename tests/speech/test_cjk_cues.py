@@ -33,6 +33,14 @@ def test_words_are_the_sentence_as_written(lang, sentence):
     assert len(words) > 2 and all(w.text for w in words)  # still one entry per word, for highlighting
 
 
+@pytest.mark.parametrize("lang, sentence", [("j", "ｶﾞｷﾞｸﾞです。"), ("j", "①と②です。"), ("z", "温度是-3.5℃，50%的人。")])
+def test_text_read_otherwise_is_still_the_text_as_written(lang, sentence):
+    """Half-width kana composed, ① read as 1, ℃ as 摄氏度: the run is matched up to the next character that
+    reads the same, so the words still join to the input."""
+    chunks = [c for c in text_chunks(sentence, lang, default_vocab()) if isinstance(c, Chunk)]
+    assert written(w for c in chunks for w in c.words) == sentence
+
+
 def srt_cues(text: str) -> list[tuple[str, str, str]]:
     return re.findall(r"\d+\n(\S+) --> (\S+)\n(.+)\n", text)
 

@@ -5,7 +5,8 @@ timestamps show the sentence as typed, without spaces between words where it has
 
 The alignment is linear: characters that read the same after NFKC (and the G2P's own punctuation table) match one
 to one; a run that does not (a number and its reading) is matched to the text up to the next character that does,
-the words inside it sharing it in proportion. Where no alignment is found, the words keep the G2P's text.
+the words inside it sharing it in proportion. Where no alignment is found, the words keep the G2P's text, with
+no spaces between them.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from kokoro_tvm_ext.speech.g2p.words import Word
 
 # What a number spelled out as words may carry beside its digits.
 _NUMBER_MARKS = set(".,:/%-+．，：／％－＋")
+_TRIES = 8  # characters past a run that may join it before the alignment gives up
 
 
 def nfkc(char: str) -> str:
@@ -32,8 +34,8 @@ def as_written(sentence: str, words: list[Word], fold: Callable[[str], str] = nf
         offsets.append(at)
         at += len(w.text)
     where = _positions(sentence, "".join(w.text for w in words), lambda c: fold(c).strip())
-    if where is None:
-        return words
+    if where is None:  # the G2P's text, joined as these languages are written
+        return [replace(w, text_space=False) for w in words]
     bounds = [0, *(where[o] for o in offsets[1:]), len(sentence)]
     out = []
     for w, start, end in zip(words, bounds, bounds[1:]):
@@ -62,14 +64,22 @@ def _positions(src: str, read: str, fold: Callable[[str], str]) -> list[int] | N
         end = i + 1
         while end < len(src) and (unicodedata.category(src[end]) == "Nd" or src[end] in _NUMBER_MARKS):
             end += 1
-        anchor = end
-        while anchor < len(src) and not fold(src[anchor]):
+        anchor, j_end = end, -1
+        for _ in range(_TRIES):  # a character read otherwise (℃, ｶﾞ) joins the run; the search stays near
+            while anchor < len(src) and not fold(src[anchor]):
+                anchor += 1
+            if anchor == len(src):
+                j_end = len(read)
+                break
+            # A reading takes a few characters a digit at most (きゅう, 二十): a bounded search keeps this linear.
+            j_end = read.find(fold(src[anchor]), j, j + 6 * (anchor - i) + 16)
+            if j_end >= 0:
+                break
             anchor += 1
-        j_end = len(read) if anchor == len(src) else read.find(fold(src[anchor]), j)
         if j_end < 0:
             return None
         for k in range(j, j_end):  # the words inside the run share it in proportion
-            where[k] = i + (k - j) * (end - i) // (j_end - j)
-        i, j = end, j_end
+            where[k] = i + (k - j) * (anchor - i) // (j_end - j)
+        i, j = anchor, j_end
     where[len(read)] = len(src)
     return where
