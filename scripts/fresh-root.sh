@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's two commands in a Debian 12 (amd64) root that never had this project: debootstrap's minimal system
-# plus only what the README asks of a user (Python >= 3.10 with venv, Rust's cargo; git, which made the clone),
+# plus only what the README asks of a user (Python >= 3.11 with venv, Rust's cargo; git, which made the clone),
 # a clean `git clone` of this repo's HEAD, then, timed and logged:
 #   1. bash scripts/setup.sh && .venv/bin/kokoro-tvm say "Hello from TVM, running Kokoro on a plain CPU." -o hello.wav
 #   2. bash scripts/test.sh     (as root there, so it installs scripts/install-system-deps.sh's packages itself)
