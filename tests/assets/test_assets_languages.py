@@ -108,7 +108,7 @@ def test_english_words_come_from_misaki_tokens():
 
 def test_chinese_and_japanese_words_are_their_g2p_segmentation():
     zh = phonemize_words("我们去公园。", "zh")
-    assert [w.text for w in zh] == ["我们", "去", "公园", "."]
+    assert [w.text for w in zh] == ["我们", "去", "公园", "。"]  # each word as written, its punctuation too
     ja = phonemize_words("東京まで行きます。", "ja")
     assert "".join(w.text for w in ja) == "東京まで行きます。" and len(ja) >= 3
 
