@@ -31,8 +31,9 @@ def cluster(tmp_path_factory):
         yield address
 
 
-def _running_tasks() -> dict[int, int]:
-    """{pid: parent pid} of the worker processes running a unit now (a worker's parent is its node's raylet).
+def _running_tasks(cluster: str) -> dict[int, int]:
+    """{pid: parent pid} of the worker processes running a unit now on ``cluster`` (a worker's parent is its
+    node's raylet, which names the cluster's GCS: another test run's cluster on the machine does not count).
 
     Only children of a raylet count: a process the task forks carries the task's title until it execs, and
     under load a scan caught one (its parent, the worker, then counted as a third node)."""
@@ -42,7 +43,8 @@ def _running_tasks() -> dict[int, int]:
             try:
                 if (entry / "cmdline").read_bytes().startswith(TASK_TITLE.encode()):
                     parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-                    if b"raylet" in Path(f"/proc/{parent}/cmdline").read_bytes():
+                    raylet = Path(f"/proc/{parent}/cmdline").read_bytes()
+                    if b"raylet" in raylet and f"--gcs-address={cluster}".encode() in raylet:
                         found[int(entry.name)] = parent
             except (OSError, IndexError, ValueError):
                 continue
@@ -77,7 +79,7 @@ def test_a_two_node_cluster_writes_the_local_output_even_when_a_worker_is_killed
     killed, first_seen, raylets = None, None, set()
     deadline = time.monotonic() + 600
     while job.poll() is None and time.monotonic() < deadline:
-        tasks = _running_tasks()
+        tasks = _running_tasks(cluster)
         raylets.update(tasks.values())
         if killed is None and tasks:
             first_seen = first_seen or time.monotonic()

@@ -6,7 +6,7 @@ module is a stand-in that keeps what the deployment hands it)."""
 from __future__ import annotations
 
 from dataclasses import fields
-from inspect import signature
+from inspect import isfunction, signature
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -102,6 +102,9 @@ class StandInServe:
         return lambda cls: SimpleNamespace(bind=lambda: cls)
 
     def ingress(self, builder):
+        # As Ray: only a plain function is a builder it calls once per replica; anything else (a bound method
+        # too) it takes for the ASGI app itself and calls per request.
+        assert isfunction(builder), f"Ray Serve would take {builder!r} for an ASGI app"
         self.builder = builder
         return lambda cls: cls
 
@@ -138,7 +141,7 @@ def landed(built: server.Server, option: str):
     return getattr(built.guard if option in BOUNDS else built, option)
 
 
-def test_every_option_reaches_the_server_of_serve_and_of_the_deployment_alike(files, deploy):
+def test_every_option_reaches_the_server_of_serve_and_of_the_deployment_alike(files, deploy, monkeypatch):
     values = every_option(files)
     assert set(values) == (set(server.OPTIONS) - set(ray_deployment.NOT_HERE)) | {"artifact", "lexicon", "threads"}
     argv = ["serve", "--docs"]
@@ -146,7 +149,8 @@ def test_every_option_reaches_the_server_of_serve_and_of_the_deployment_alike(fi
         for one in value if isinstance(value, list) else [] if value is True else [value]:
             argv += [f"--{name.replace('_', '-')}", str(one)]
     from_cli = serve_command._server(build_parser().parse_args(argv))
-    deployed = deploy({name: text for name, (text, _) in values.items()}).builder.__self__
+    monkeypatch.setattr(server.Server, "app", lambda self, speaker=None: self)  # what a replica would build from
+    deployed = deploy({name: text for name, (text, _) in values.items()}).builder()
     assert described(deployed) == described(from_cli)
     default = server.server(SpeakerConfig(artifact=files / "artifact"))
     for name in set(server.OPTIONS) - set(ray_deployment.NOT_HERE):

@@ -118,9 +118,13 @@ def build_app(
     if warning:
         print(f"kokoro-tvm Ray Serve deployment: {warning}", file=sys.stderr)
 
-    # Each replica, when it starts, opens the Speaker, warms it up and builds the app.
+    def replica_app():
+        """Each replica, when it starts, opens the Speaker, warms it up and builds the app. A plain function:
+        Ray takes a bound method (``built.app``) for an ASGI app itself and calls it per request."""
+        return built.app()
+
     @serve.deployment(name="kokoro-tvm", **settings)
-    @serve.ingress(built.app)
+    @serve.ingress(replica_app)
     class KokoroSpeech:
         pass
 
