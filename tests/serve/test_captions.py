@@ -63,6 +63,18 @@ def test_words_are_the_input_words_in_order(one_shot):
     assert words == re.findall(r"\w+|[^\w\s]", TEXT)
 
 
+def test_words_joined_by_their_space_after_are_the_input(one_shot, server, voice):
+    from test_cjk_timestamps import joined
+
+    assert set(one_shot["timestamps"][0]) == {"word", "start_time", "end_time", "space_after"}
+    assert joined(one_shot["timestamps"]) == TEXT
+    text = "Une phrase, puis une autre. Encore une !"  # French: its space before "!" is in the input
+    r = captioned(server, input=text, voice="ff_siwis", stream=True)
+    assert r.status_code == 200, r.text
+    lines = [json.loads(line) for line in r.text.splitlines() if line.strip()]
+    assert joined([t for line in lines for t in line["timestamps"]]) == text
+
+
 def test_times_are_monotonic_and_within_the_audio(one_shot):
     times = one_shot["timestamps"]
     duration = len(base64.b64decode(one_shot["audio"])) / 2 / SAMPLE_RATE

@@ -18,8 +18,14 @@ TEXTS = {
 def check(times, text):
     words = [t["word"] for t in times]
     assert "".join(words) == text and all(w and " " not in w for w in words) and len(words) > 5
+    # space_after: a client joining the words itself puts no space between them where the input has none
+    assert joined(times) == text
     for a, b in zip(times, times[1:]):
         assert a["start_time"] <= a["end_time"] <= b["start_time"] + 1e-9
+
+
+def joined(times) -> str:
+    return "".join(t["word"] + (" " if t["space_after"] else "") for t in times).strip()
 
 
 @pytest.mark.parametrize("voice, text", TEXTS.items())

@@ -31,7 +31,14 @@ class WordTiming:
     sentence_end: bool = False  # a sentence (or paragraph, or heading) of the text ends after it: subtitles' cues
 
     def as_json(self) -> dict:
-        return {"word": self.word, "start_time": self.start_time, "end_time": self.end_time}
+        """Kokoro-FastAPI's fields, and whether a space follows the word as written (joining words back into
+        text: none between Japanese or Mandarin words)."""
+        return {
+            "word": self.word,
+            "start_time": self.start_time,
+            "end_time": self.end_time,
+            "space_after": self.space_after,
+        }
 
     def shifted(self, seconds: float) -> WordTiming:
         """The same word ``seconds`` later (audio placed after ``seconds`` of other audio)."""
