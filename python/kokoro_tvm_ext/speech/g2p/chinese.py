@@ -16,6 +16,8 @@ import re
 import threading
 from functools import lru_cache
 
+from kokoro_tvm_ext.speech.g2p.language_normalize import normalize
+from kokoro_tvm_ext.speech.g2p.normalizer import read_rewritten
 from kokoro_tvm_ext.speech.g2p.words import Word, words_from_pieces
 from kokoro_tvm_ext.speech.g2p.written import as_written, nfkc
 
@@ -37,6 +39,12 @@ def _g2p():
 
 
 def paragraph_words(paragraph: str) -> list[Word]:
+    """One paragraph -> its Words, numbers and symbols ZHG2P reads wrong rewritten first (:mod:`.language_normalize`:
+    ``20°C`` is read "20摄氏度"), each one Word as written."""
+    return read_rewritten(paragraph, lambda text: normalize(text, "z"), _read)
+
+
+def _read(paragraph: str) -> list[Word]:
     import cn2an
     import jieba
 

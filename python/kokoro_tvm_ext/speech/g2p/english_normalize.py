@@ -3,7 +3,8 @@
 misaki (and so KPipeline) drops or misreads some written tokens: ``42%`` loses "percent" ("%" is tagged
 punctuation), ``10:30`` goes to espeak-ng, ``5 km`` is spelled "k m", ``Main St.`` is "saint". Here each such
 token is rewritten as English words (``42%`` -> ``42 percent``) and misaki then reads those words and numbers
-as it reads any other: no extra reader, no import. :data:`RULES` is the one table, tried in order; a span
+as it reads any other: no extra reader, no import. :data:`RULES` is English's table for the engine in
+:mod:`.normalizer` (the other languages' tables are in :mod:`.language_normalize`), tried in order; a span
 rewritten by one rule is not seen by later ones. docs/pronunciation.md lists every case with KPipeline's
 reading. :func:`normalize` also says which spans it rewrote, so that the G2P can give each back its written
 text (``42%`` stays one word for timings and subtitles).
@@ -13,6 +14,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+
+from kokoro_tvm_ext.speech.g2p.normalizer import ROMAN, Rule, compile_rules, rewrite, roman_value, spoken_address
 
 # A number as written: 42, 1,000, 3.5, -2. A range of two: 3-5, 3–5, 3 - 5.
 _NUM = r"[+-]?\d[\d,]*(?:\.\d+)?"
@@ -68,8 +71,6 @@ _DENOMINATORS = {
     10: ("tenth", "tenths"),
 }
 _VULGAR = {"½": (1, 2), "⅓": (1, 3), "⅔": (2, 3), "¼": (1, 4), "¾": (3, 4), "⅕": (1, 5), "⅛": (1, 8), "⅜": (3, 8)}
-_ROMAN = re.compile(r"M{0,3}(?:CM|CD|D?C{0,3})(?:XC|XL|L?X{0,3})(?:IX|IV|V?I{0,3})")
-_ROMAN_VALUES = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100, "D": 500, "M": 1000}
 # Words after which a roman numeral is a number ("Chapter IV" is chapter four), "I" included.
 _NUMBERED = "Chapter|Part|Book|Volume|Act|Scene|Section|Article|Appendix|Episode|Phase|Stage|Level|Round|War"
 # Words before which a 4-digit number is a year, as misaki reads every 4-digit number.
@@ -94,11 +95,6 @@ def _digits(text: str) -> str:
     """Digit by digit ("oh" for 0), groups separated by commas: a phone number."""
     groups = re.findall(r"\d+", text)
     return ", ".join(" ".join(_DIGITS[int(d)] for d in g) for g in groups)
-
-
-def _roman(numeral: str) -> int:
-    values = [_ROMAN_VALUES[c] for c in numeral]
-    return sum(-v if i + 1 < len(values) and v < values[i + 1] else v for i, v in enumerate(values))
 
 
 def _ordinal(n: int) -> str:
@@ -142,11 +138,7 @@ def _meridiem(written: str) -> str:
 
 def _spoken_address(text: str) -> str:
     """A URL or e-mail address read out: example dot com, name at example dot com."""
-    text = re.sub(r"^(?:https?|ftp)://", "", text).rstrip("/")
-    text = re.sub(r"^www\.", "w w w.", text)
-    for mark, word in (("@", "at"), (".", "dot"), ("/", "slash"), ("-", "dash"), ("_", "underscore")):
-        text = text.replace(mark, f" {word} ")
-    return " ".join(text.split())
+    return spoken_address(text, {"@": "at", ".": "dot", "/": "slash", "-": "dash", "_": "underscore"}, "w w w")
 
 
 def _street(m: re.Match) -> str | None:
@@ -167,16 +159,16 @@ def _range(m: re.Match) -> str | None:
 
 
 def _roman_number(m: re.Match) -> str | None:
-    if not _ROMAN.fullmatch(m["n"]):
+    if not ROMAN.fullmatch(m["n"]):
         return None
-    return f"{m['title']} {_roman(m['n'])}"
+    return f"{m['title']} {roman_value(m['n'])}"
 
 
 def _regnal(m: re.Match) -> str | None:
     """``Henry VIII`` -> Henry the 8th: a name and a roman numeral of two letters or more (not "I")."""
     if not re.fullmatch(r"X{0,3}(?:IX|IV|V?I{0,3})", m["n"]):
         return None
-    return f"{m['name']} the {_ordinal(_roman(m['n']))}"
+    return f"{m['name']} the {_ordinal(roman_value(m['n']))}"
 
 
 def _counted(m: re.Match) -> str | None:
@@ -188,13 +180,9 @@ def _counted(m: re.Match) -> str | None:
     return f"{m['y'][0]},{m['y'][1:]}"
 
 
-Reading = Callable[[re.Match], "str | None"]
-
-# (what, needs, pattern, reading): the pattern is tried only on text with one of the characters ``needs`` (a quick
-# test: the patterns cost ~10 us a line each); a reading of None leaves the match as written.
-RULES: tuple[tuple[str, str, re.Pattern, Reading], ...] = tuple(
-    (what, needs, re.compile(pattern), reading)
-    for what, needs, pattern, reading in (
+# The engine's table (g2p/normalizer.py): (what, needs, pattern, reading), tried in order.
+RULES: tuple[Rule, ...] = compile_rules(
+    (
         ("e-mail", "@", r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b", lambda m: _spoken_address(m[0])),
         (
             "URL",
@@ -280,32 +268,4 @@ def normalize(text: str, is_word: Callable[[str], bool] | None = None) -> tuple[
     """``text`` with :data:`RULES` applied -> (the new text, [(start, end, written)]): where in the new text each
     rewritten span lies and what was written there. ``is_word``: whether the lexicon has a word as written
     (shouted words are read only with it)."""
-    spans = _unshout(text, is_word) if is_word else []
-    pieces: list[tuple[str, str | None]] = []  # (text, written) for each rewritten piece, (text, None) otherwise
-    cursor = 0
-    for start, end, reading in sorted(spans):
-        pieces += [(text[cursor:start], None), (reading, text[start:end])]
-        cursor = end
-    pieces.append((text[cursor:], None))
-    for _, needs, pattern, reading in RULES:
-        out: list[tuple[str, str | None]] = []
-        for piece, written in pieces:
-            if written is not None or not any(c in piece for c in needs):
-                out.append((piece, written))
-                continue
-            cursor = 0
-            for m in pattern.finditer(piece):
-                new = reading(m)
-                if new is None or new == m[0]:
-                    continue
-                out += [(piece[cursor : m.start()], None), (new, m[0])]
-                cursor = m.end()
-            out.append((piece[cursor:], None))
-        pieces = out
-    normalized, rewritten, at = [], [], 0
-    for piece, written in pieces:
-        if written is not None:
-            rewritten.append((at, at + len(piece), written))
-        normalized.append(piece)
-        at += len(piece)
-    return "".join(normalized), rewritten
+    return rewrite(text, RULES, _unshout(text, is_word) if is_word else ())

@@ -22,14 +22,18 @@ import threading
 from functools import lru_cache
 
 from kokoro_tvm_ext.speech.cancel import check_cancelled
+from kokoro_tvm_ext.speech.g2p.language_normalize import normalize
+from kokoro_tvm_ext.speech.g2p.normalizer import read_rewritten
 from kokoro_tvm_ext.speech.g2p.overrides import spliced_words
 from kokoro_tvm_ext.speech.g2p.words import Word, words_from_pieces
+from kokoro_tvm_ext.speech.languages import LANGUAGES
 from kokoro_tvm_ext.speech.markup import Override
 
 # phonemizer's punctuation marks (it keeps them with preserve_punctuation=True), after
 # EspeakG2P's own mapping of « » to curly quotes and back of ( ) to parentheses.
 PUNCTUATION = set(';:,.!?¡¿—…"«»“”(){}[]')
 _lock = threading.Lock()
+_LANG_OF_VOICE = {lang.espeak_voice: lang.code for lang in LANGUAGES if lang.espeak_voice}
 
 
 @lru_cache(maxsize=8)
@@ -164,7 +168,17 @@ def _align(voice: str, written: list[str], spoken: list[str], cancel: threading.
 
 
 def paragraph_words(paragraph, voice: str, cancel: threading.Event | None = None) -> list[Word]:
-    """One paragraph -> Words whose joined phonemes are EspeakG2P's output for it. ``paragraph``: a str, or
+    """One paragraph -> Words whose joined phonemes are EspeakG2P's output for it, numbers and symbols espeak
+    reads wrong rewritten first (:mod:`.language_normalize`: ``3‰`` is read "3 por mil"), each one Word as
+    written."""
+    lang = _LANG_OF_VOICE[voice]
+    return read_rewritten(
+        paragraph, lambda text: normalize(text, lang), lambda given: _paragraph_words(given, voice, cancel)
+    )
+
+
+def _paragraph_words(paragraph, voice: str, cancel: threading.Event | None = None) -> list[Word]:
+    """:func:`paragraph_words` of text as espeak reads it. ``paragraph``: a str, or
     text and overrides: espeak then reads the whole paragraph with each override's written words in place
     (so its neighbours read exactly as without it) and the pieces of those words become the override's
     phonemes; an override glued to a neighbouring word (``l'[homme](/ɔm/)``) is read between text runs."""
@@ -176,7 +190,7 @@ def paragraph_words(paragraph, voice: str, cancel: threading.Event | None = None
         if words is not None:
             return words
 
-    return spliced_words(paragraph, lambda text: paragraph_words(text, voice, cancel), spaced=True)
+    return spliced_words(paragraph, lambda text: _paragraph_words(text, voice, cancel), spaced=True)
 
 
 def _rows(paragraph: str, voice: str, cancel: threading.Event | None) -> list[list]:

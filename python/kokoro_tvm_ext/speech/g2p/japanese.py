@@ -22,6 +22,8 @@ import unicodedata
 from functools import lru_cache
 
 from kokoro_tvm_ext.speech.cancel import check_cancelled
+from kokoro_tvm_ext.speech.g2p.language_normalize import normalize
+from kokoro_tvm_ext.speech.g2p.normalizer import read_rewritten
 from kokoro_tvm_ext.speech.g2p.words import Word, concat_paragraphs, join_words, words_from_pieces
 from kokoro_tvm_ext.speech.g2p.written import as_written
 
@@ -126,6 +128,12 @@ def _groups(words) -> list[list]:
 
 
 def paragraph_words(sentence: str, cancel: threading.Event | None = None) -> list[Word]:
+    """One sentence -> its Words, numbers and symbols Cutlet reads wrong rewritten first (:mod:`.language_normalize`:
+    ``42%`` is read "42パーセント"), each one Word as written."""
+    return read_rewritten(sentence, lambda text: normalize(text, "j"), lambda text: _read_sentence(text, cancel))
+
+
+def _read_sentence(sentence: str, cancel: threading.Event | None = None) -> list[Word]:
     """One sentence (the G2P reads text sentence by sentence, cut by :mod:`kokoro_tvm_ext.speech.sentences`):
     Cutlet's word grouping is quadratic in the length of its input (40 sentences took 20 s in one call), and
     it never groups or glues across 。！？, whose phonemes are always followed by a space; so reading each

@@ -1,0 +1,103 @@
+"""How numbers, symbols and abbreviations are read in Spanish, French, Hindi, Italian, Brazilian Portuguese, Japanese
+and Mandarin: the table in docs/pronunciation.md.
+
+Each row's written sentence must have the phonemes its G2P (espeak-ng, Cutlet, ZHG2P) gives the row's sentence
+spelled out by hand in that language: a reference written by hand, not our own output. A rule that stops firing,
+or fires on the wrong span, reads the written token the G2P's way and fails its row. The KPipeline column is
+checked too: the same G2P with the tables switched off, as KPipeline calls it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("misaki")
+
+from kokoro_tvm_ext.speech import phonemize, phonemize_words  # noqa: E402
+from kokoro_tvm_ext.speech.g2p import chinese, espeak, japanese  # noqa: E402
+from kokoro_tvm_ext.speech.g2p.language_normalize import normalize  # noqa: E402
+
+ROOT = Path(__file__).parents[2]
+DOC = ROOT / "docs" / "pronunciation.md"
+_ROW = re.compile(
+    r"^\| (?P<lang>[efhipjz]) \| (?P<case>[^|`]+) \| `(?P<written>[^`]+)` \| `(?P<spelled>[^`]+)` \| "
+    r"`(?P<kpipeline>[^`]+)` \|"
+)
+
+
+def _table() -> list[tuple[str, str, str, str, str]]:
+    section = DOC.read_text(encoding="utf-8").split("## How numbers and symbols are read in the other languages")[1]
+    section = section.split("\n## ")[0]
+    rows = [
+        m.group("lang", "case", "written", "spelled", "kpipeline") for m in map(_ROW.match, section.splitlines()) if m
+    ]
+    assert len(rows) >= 100, "the table in docs/pronunciation.md lost its rows"
+    return rows
+
+
+ROWS = _table()
+IDS = [f"{r[0]}-{r[1]}" for r in ROWS]
+
+
+@pytest.fixture
+def tables_off(monkeypatch):
+    """The G2Ps as KPipeline calls them: no table applied."""
+    for module in (espeak, japanese, chinese):
+        monkeypatch.setattr(module, "normalize", lambda text, lang: (text, []))
+
+
+@pytest.mark.parametrize(("lang", "case", "written", "spelled", "kpipeline"), ROWS, ids=IDS)
+def test_read_as_spelled_out(lang, case, written, spelled, kpipeline):
+    assert phonemize(written, lang) == phonemize(spelled, lang), case
+
+
+@pytest.mark.parametrize(("lang", "case", "written", "spelled", "kpipeline"), ROWS, ids=IDS)
+def test_kpipeline_column_is_the_g2p_without_the_table(tables_off, lang, case, written, spelled, kpipeline):
+    before = phonemize(written, lang)
+    assert before == kpipeline, case
+    assert before != phonemize(spelled, lang), f"{case}: the G2P reads it right alone; no rule needed"
+
+
+@pytest.mark.parametrize("lang", ["e", "f", "h", "i", "p", "j", "z"])
+def test_plain_text_is_left_as_written(lang):
+    """Text without these tokens reads as before, byte for byte: no rule fires on bench/data/quality/<lang>.txt
+    (300 Bible verses in e f h i, 30 everyday sentences in p j z), so the G2P reads the same text."""
+    lines = [line for line in (ROOT / "bench/data/quality" / f"{lang}.txt").read_text("utf-8").splitlines() if line]
+    assert len(lines) >= 30
+    assert [line for line in lines if normalize(line, lang)[1]] == []
+
+
+@pytest.mark.parametrize(
+    ("lang", "text"),
+    [
+        ("f", "Le Dr Martin et Ce jour-là."),  # "Le", "Ce": not the roman numerals L and C with an ordinal e
+        ("e", "Ganaron 5-4 el 2024-01-05."),  # a score, a date: not a range or a phone number
+        ("f", "Washington DC et Malcolm X."),  # not regnal numerals
+        ("i", "Il 7/6 e il 12/25."),  # not fractions
+        ("e", "Mide 3.14 metros."),  # a decimal point, not thousands
+    ],
+)
+def test_left_as_written(lang, text):
+    assert normalize(text, lang)[1] == [], text
+
+
+def test_the_plain_g2p_is_read_through_the_table(tables_off):
+    assert phonemize("Subió un 3‰.", "e") == phonemize("Subió un 3.", "e")  # espeak drops it
+
+
+@pytest.mark.parametrize(
+    ("lang", "text", "token", "spelled"),
+    [
+        ("e", "Llama al 555-0123 a las 10:30.", "555-0123", "cinco cinco cinco, cero uno dos tres"),
+        ("f", "Il fait 20 °C à 10h30.", "20 °C", "vingt degrés Celsius"),
+        ("j", "今日は20℃です。", "20℃", "摂氏20度"),
+        ("z", "气温20°C，价格$5。", "$5", "五美元"),
+    ],
+)
+def test_a_rewritten_token_stays_one_word_as_written(lang, text, token, spelled):
+    words = phonemize_words(text, lang)
+    assert token in [w.text for w in words], [w.text for w in words]
+    assert next(w.phonemes for w in words if w.text == token) == phonemize(spelled, lang).rstrip(".")
