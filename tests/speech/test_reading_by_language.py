@@ -65,7 +65,10 @@ def test_kpipeline_column_is_the_g2p_without_the_table(tables_off, lang, case, w
 def test_plain_text_is_left_as_written(lang):
     """Text without these tokens reads as before, byte for byte: no rule fires on bench/data/quality/<lang>.txt
     (300 Bible verses in e f h i, 30 everyday sentences in p j z), so the G2P reads the same text."""
-    lines = [line for line in (ROOT / "bench/data/quality" / f"{lang}.txt").read_text("utf-8").splitlines() if line]
+    corpus = ROOT / "bench/data/quality" / f"{lang}.txt"
+    if not corpus.exists():
+        pytest.skip(f"{corpus} is not in this checkout")
+    lines = [line for line in corpus.read_text("utf-8").splitlines() if line]
     assert len(lines) >= 30
     assert [line for line in lines if normalize(line, lang)[1]] == []
 
