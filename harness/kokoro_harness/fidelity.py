@@ -87,21 +87,42 @@ def _words(text: str) -> str:
     return " ".join(re.sub(r"[^\w\s']", " ", text.lower()).split())
 
 
-def transcriber():
-    """``audio -> text`` with Whisper base from PyPI (the recognizer extra), or None without it."""
+# Whisper writes spoken Hindi in Urdu script and Mandarin in traditional characters unless its prompt is a sentence
+# in the script expected (NOTES §5).
+PROMPTS = {"hi": "यह हिंदी में एक वाक्य है।", "zh": "这是一个简体中文句子。"}
+
+
+def character_error_rate(transcript: str, text: str) -> float:
+    """Character error rate after NFKC, lower-casing and dropping everything but letters and digits (spaces too:
+    it suits languages written without them)."""
+    import jiwer
+
+    expected = _letters(text)
+    return float(jiwer.cer(expected, _letters(transcript) or " ")) if expected else float(bool(_letters(transcript)))
+
+
+def _letters(text: str) -> str:
+    import unicodedata
+
+    return "".join(c for c in unicodedata.normalize("NFKC", text).lower() if c.isalnum())
+
+
+def transcriber(threads: int = 0):
+    """``audio, language="en" -> text`` with Whisper base from PyPI (the recognizer extra), or None without it;
+    ``language`` is Whisper's code (``en``, ``hi``, ``zh``...); ``threads``: CTranslate2's (0: its default)."""
     try:
         from faster_whisper import WhisperModel
     except ImportError:
         return None
     from kokoro_harness.recognizer import whisper_base_dir
 
-    model = WhisperModel(str(whisper_base_dir()), device="cpu", compute_type="int8")
+    model = WhisperModel(str(whisper_base_dir()), device="cpu", compute_type="int8", cpu_threads=threads)
 
-    def transcribe(audio: np.ndarray) -> str:
+    def transcribe(audio: np.ndarray, language: str = "en") -> str:
         import librosa
 
         audio16k = librosa.resample(np.asarray(audio, np.float32), orig_sr=SAMPLE_RATE, target_sr=16000)
-        segments, _ = model.transcribe(audio16k, language="en", beam_size=1)
+        segments, _ = model.transcribe(audio16k, language=language, beam_size=1, initial_prompt=PROMPTS.get(language))
         return " ".join(s.text.strip() for s in segments)
 
     return transcribe
