@@ -257,6 +257,23 @@ def _hindi_year(m: re.Match) -> str:
 
 _ES_ORDINALS = {"1": "primer", "3": "tercer"}  # 1.er, 3.er: the short forms before a noun
 
+
+def _spanish_meridiem(m: re.Match) -> str:
+    """``3 p. m.`` -> 3 de la tarde, ``7:30 a. m.`` -> 7 y 30 de la mañana: the part of the day a Spanish reader
+    names for that hour (RAE: "a. m." and "p. m." are written, the part of the day is said)."""
+    hour, minute = int(m["h"]), int(m["m"] or 0)
+    if m["ap"] in "aA":
+        part = "de la noche" if hour == 12 else "de la madrugada" if hour < 6 else "de la mañana"
+    else:
+        part = "del mediodía" if hour == 12 else "de la tarde" if hour < 8 else "de la noche"
+    stop = "." if re.match(r"\s*(?:$|[A-ZÀ-Ý¿¡])", m.string[m.end() :]) else ""  # its stop also ends the sentence
+    return f"{SPANISH.clock(hour, minute) if minute else _clock_hour(hour)} {part}{stop}"
+
+
+def _clock_hour(hour: int) -> str:
+    return "una" if hour == 1 else str(hour)
+
+
 SPANISH = Spoken(
     decimal=",",
     grouped=r"\d{1,3}(?:\.\d{3})+",
@@ -316,6 +333,12 @@ SPANISH = Spoken(
     extra=(
         ("ordinal", "ºª", r"\b(\d+)\.([ºª])", lambda m: m[1] + m[2]),
         ("ordinal, short", ".", r"\b([13])\.er\b", lambda m: _ES_ORDINALS[m[1]]),
+        (
+            "hour with a. m. or p. m.",
+            "mM",
+            r"(?<![\d:])(?P<h>1[0-2]|0?[1-9])(?::(?P<m>[0-5]\d))?\s?(?P<ap>[aApP])\.\s?[mM]\.",
+            _spanish_meridiem,
+        ),
     ),
 )
 
