@@ -556,7 +556,15 @@ HINDI = Spoken(
     per_mille="{n} प्रति हज़ार",
     titles={"डॉ.": "डॉक्टर"},
     numbered="अध्याय|भाग|खंड",
-    extra=(("year", "0123456789", r"(?<![\d,.])(1[1-9]\d\d)(?=\s+(?:में|से|तक|का|की|के|ई\.)(?!\S))", _hindi_year),),
+    extra=(
+        ("year", "0123456789", r"(?<![\d,.])(1[1-9]\d\d)(?=\s+(?:में|से|तक|का|की|के|ई\.)(?!\S))", _hindi_year),
+        (  # "10:30 बजे": the clock's own बजे, not said twice
+            "clock time with बजे",
+            ":",
+            r"(?<![\d:.,])([01]?\d|2[0-3]):([0-5]\d)\s*बजे",
+            lambda m: HINDI.clock(int(m[1]), int(m[2])),
+        ),
+    ),
 )
 
 _CJK = r"[\u3040-\u30ff\u3400-\u9fff]"

@@ -77,10 +77,10 @@ def read_rewritten(paragraph, normalize: Callable[[str], tuple[str, list[Rewritt
             given.append(segment)
             text += segment.text
     words = read(given[0] if isinstance(paragraph, str) else given)
-    return as_written(words, text, rewritten) if rewritten else words
+    return merge_rewritten(words, text, rewritten) if rewritten else words
 
 
-def as_written(words: list[Word], text: str, rewritten: list[Rewritten]) -> list[Word]:
+def merge_rewritten(words: list[Word], text: str, rewritten: list[Rewritten]) -> list[Word]:
     """``words``, read in order from ``text`` (the rewritten text), with the Words of each rewritten span made one:
     its phonemes those Words' joined, its text what was written there. A Word not found in ``text`` where the
     previous one ends (punctuation the G2P maps) stays as it is."""
