@@ -31,7 +31,8 @@ def planner():
 
 
 def chunks(*plans):
-    return [(c.phonemes, c.seed, c.pause_samples) for plan in plans for c in plan.chunks]
+    """What makes a chunk's samples: its phonemes, seed, pause and the silences kept at its edges."""
+    return [(c.phonemes, c.seed, c.pause_samples, c.lead, c.tail) for plan in plans for c in plan.chunks]
 
 
 @pytest.fixture(scope="module")
@@ -40,12 +41,11 @@ def say(planner):
 
 
 def test_the_chunks_are_the_policys(say):
-    """Written out: the first sentence cut after its first clause, then a chunk per sentence (the initial, the
+    """Written out: a chunk per sentence (the first too short to be cut after its first clause; the initial, the
     title, the decimal and the abbreviation inside theirs; the heading alone), the pause between, seeds going on
-    over it."""
+    over it; edges keeping half a full stop's pause on each side of a cut between sentences of a paragraph."""
     assert [c.text for c in say.chunks] == [
-        "Hello there,",
-        "my friend.",
+        "Hello there, my friend.",
         "Dr. Smith met A. Tester at 3.14 p.m. today!",
         "",
         "Wait... what?",
@@ -53,8 +53,17 @@ def test_the_chunks_are_the_policys(say):
         "Chapter two",
         "It was late; we left.",
     ]
-    assert [c.seed for c in say.chunks if not c.is_pause] == [0, 1, 2, 3, 4, 5, 6]
-    assert [c.pause_samples for c in say.chunks] == [0, 0, 0, 12000, 0, 0, 0, 0]
+    assert [c.seed for c in say.chunks if not c.is_pause] == [0, 1, 2, 3, 4, 5]
+    assert [c.pause_samples for c in say.chunks] == [0, 0, 12000, 0, 0, 0, 0]
+    half = 0.125  # a full stop's pause inside one call is ~250 ms (speech/edges.py)
+    assert [(c.lead, c.tail) for c in say.chunks if not c.is_pause] == [
+        (None, half),  # the speech's start
+        (half, half),
+        (None, half),  # after the pause tag
+        (half, half),
+        (None, half),  # a new paragraph: the heading
+        (None, half),
+    ]
 
 
 def test_the_http_server_plans_as_say(planner, say):
@@ -92,7 +101,7 @@ def test_a_book_chapter_plans_as_say(small_artifact, monkeypatch):
     render_unit(speaker, unit, Reading(speaker.voice(VOICE), 10.0, 7))
     say = plan(paragraph, VOICE, speed=10.0, chunk_seeds=lambda k: chunk_seed(7, 3, 0, k))
     assert chunks(*planned) == chunks(say)
-    assert [c.text for c in say.chunks] == ["Hello there,", "my friend.", "Dr. Smith met A. Tester today!"] + [
+    assert [c.text for c in say.chunks] == ["Hello there, my friend.", "Dr. Smith met A. Tester today!"] + [
         "Wait... what?",
         "See you soon.",
     ]

@@ -12,6 +12,8 @@ import pytest
 from kokoro_tvm_ext.errors import InvalidInputError
 from kokoro_tvm_ext.model.spec import MAX_TOKENS, STYLE_DIM, VOICE_PACK_ROWS
 from kokoro_tvm_ext.speech import Speaker, Voice, chunk_text, count_tokens, phonemize
+from kokoro_tvm_ext.speech.chunks import FIRST_CLAUSE_MIN_TOKENS
+from kokoro_tvm_ext.speech.edges import GAPS
 
 VOICE = Voice("test", np.zeros((VOICE_PACK_ROWS, 1, STYLE_DIM), np.float32), "a")
 
@@ -25,12 +27,62 @@ def texts(plan):
     return [c.text for c in plan.chunks]
 
 
-def test_a_sentence_per_chunk_the_first_cut_after_its_first_clause(speaker):
+LONG = (
+    "When the rain finally stopped, we walked down to the harbour to watch the boats come in, one after another, "
+    "until dark."
+)
+
+
+def test_a_sentence_per_chunk_the_first_cut_after_its_first_clause_when_long(speaker):
+    assert count_tokens(phonemize(LONG)) > FIRST_CLAUSE_MIN_TOKENS
+    plan = speaker.plan(LONG + " See you soon!", VOICE)
+    assert texts(plan) == ["When the rain finally stopped,", LONG[31:], "See you soon!"]
+    assert [c.ends_sentence for c in plan.chunks] == [False, True, True]
+    whole = speaker.plan(LONG + " See you soon!", VOICE, first_chunk_tokens=None)
+    assert texts(whole) == [LONG, "See you soon!"]
+
+
+def test_a_short_first_sentence_is_spoken_whole(speaker):
+    """Up to FIRST_CLAUSE_MIN_TOKENS the first sentence is one chunk: cutting it would bring its audio little
+    earlier and cost a second call (chunks.py)."""
+    assert count_tokens(phonemize("Hello there, my friend.")) <= FIRST_CLAUSE_MIN_TOKENS
     plan = speaker.plan("Hello there, my friend. See you soon! It is a fine day.", VOICE)
-    assert texts(plan) == ["Hello there,", "my friend.", "See you soon!", "It is a fine day."]
-    assert [c.ends_sentence for c in plan.chunks] == [False, True, True, True]
-    whole = speaker.plan("Hello there, my friend. See you soon!", VOICE, first_chunk_tokens=None)
-    assert texts(whole) == ["Hello there, my friend.", "See you soon!"]
+    assert texts(plan) == ["Hello there, my friend.", "See you soon!", "It is a fine day."]
+
+
+def test_edges_keep_the_pause_of_the_cut_and_the_model_silence_elsewhere(speaker):
+    """Half a comma's pause each side of a clause cut, half a full stop's between sentences of a paragraph; the
+    model's own silence at a paragraph, around a pause tag and at both ends (speech/edges.py)."""
+    text = LONG + " See you soon!\n\nNext paragraph. [pause:1s] After the pause."
+    plan = speaker.plan(text, VOICE)
+    assert texts(plan) == [
+        "When the rain finally stopped,",
+        LONG[31:],
+        "See you soon!",
+        "Next paragraph.",
+        "",
+        "After the pause.",
+    ]
+    clause, stop = GAPS["clause"] / 2, GAPS["sentence"] / 2
+    assert [(c.lead, c.tail) for c in plan.chunks] == [
+        (None, clause),
+        (clause, stop),
+        (stop, None),  # a new paragraph follows
+        (None, None),  # a pause tag follows
+        (None, None),  # the pause
+        (None, None),
+    ]
+
+
+def test_phonemes_that_fit_are_one_call(speaker):
+    """The user's exact utterance, as KPipeline speaks it: not cut at its sentences or its first clause."""
+    phonemes = "həlˈO ðˈɛɹ, maɪ fɹˈɛnd. sˈi ju sˈun!"
+    plan = speaker.plan(phonemes=phonemes, voice=VOICE)
+    assert [c.phonemes for c in plan.chunks] == [phonemes]
+    long = " ".join([phonemes] * 20)  # 740 tokens: its sentences, packed, as text's are
+    assert count_tokens(long) > MAX_TOKENS
+    chunks = [c.phonemes for c in speaker.plan(phonemes=long, voice=VOICE).chunks]
+    assert " ".join(chunks) == long and all(count_tokens(c) <= MAX_TOKENS for c in chunks) and len(chunks) > 1
 
 
 def test_a_sentence_reads_the_same_whatever_text_comes_with_it(speaker):

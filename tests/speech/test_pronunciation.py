@@ -84,10 +84,10 @@ def test_bad_markup_is_named(speaker, text, message):
 )
 def test_a_pause_is_a_chunk_of_silence_between_the_text_around_it(speaker, tag, samples):
     plan = speaker.plan(f"Hello there, my friend. {tag} See you soon.", "af_heart", seed=7)
-    assert [c.pause_samples for c in plan.chunks] == [0, 0, samples, 0]  # the first chunk is the first clause
-    assert [c.text for c in plan.chunks] == ["Hello there,", "my friend.", "", "See you soon."]
-    assert plan.chunks[2].tokens.size == 0
-    assert [c.seed for c in plan.chunks if not c.is_pause] == [7, 8, 9]  # a pause takes no seed
+    assert [c.pause_samples for c in plan.chunks] == [0, samples, 0]
+    assert [c.text for c in plan.chunks] == ["Hello there, my friend.", "", "See you soon."]
+    assert plan.chunks[1].tokens.size == 0
+    assert [c.seed for c in plan.chunks if not c.is_pause] == [7, 8]  # a pause takes no seed
 
 
 def test_a_text_of_pauses_only_is_silence(speaker):
@@ -189,12 +189,13 @@ def test_a_pause_is_exact_silence_and_shifts_the_timings_after_it(small_artifact
     real = Speaker.load(small_artifact)
     before, after = "Hello there, my friend.", "See you [soon](/sˈun/)."
     speech = real.speak(f"{before} [pause:1s] {after}", "af_heart", speed=10.0, seed=3)
-    # "Hello there," "my friend." (the first chunk is the first clause), "See you soon.": seeds 3, 4, 5, one batch
+    # "Hello there, my friend.", "See you soon.": seeds 3, 4, one batch (the random weights' noise has no silent
+    # edges to cut: a sentence's chunks are the same after a pause as after the sentence before)
     *firsts, second = real.stream(f"{before} {after}", "af_heart", speed=10.0, seed=3)
     first_words = [w for c in firsts for w in c.words]
     silence = np.zeros(24000, np.float32)
     np.testing.assert_array_equal(speech.audio, np.concatenate([*(c.audio for c in firsts), silence, second.audio]))
-    assert len(firsts) == 2 and all(len(c.audio) > 0 for c in [*firsts, second])
+    assert len(firsts) == 1 and all(len(c.audio) > 0 for c in [*firsts, second])
     assert speech.words[: len(first_words)] == first_words
     later = speech.words[len(first_words) :]
     assert [w.word for w in later] == ["See", "you", "soon", "."]

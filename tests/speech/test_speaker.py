@@ -34,7 +34,11 @@ def test_speech_equals_the_runtime_on_the_same_tokens_style_and_seed(speaker):
     style = load_voice("af_heart")[len(ids) - 1]
     expected, durations = speaker.model.synthesize(ids, style, speed=SPEED, noise_seed=7)
     speech = speaker.speak(text, "af_heart", speed=SPEED, seed=7, first_chunk_tokens=None)
-    np.testing.assert_array_equal(speech.audio, expected)
+    # The random weights' audio ends loud, so its last 30 ms fade out (speech/edges.py); the rest is the runtime's.
+    fade = 720
+    np.testing.assert_array_equal(speech.audio[:-fade], expected[:-fade])
+    ramp = np.cos(np.linspace(0, np.pi / 2, fade)) ** 2
+    np.testing.assert_allclose(speech.audio[-fade:], expected[-fade:] * ramp, rtol=1e-5, atol=1e-7)
     assert speech.sample_rate == 24000
     assert [w.word for w in speech.words] == ["Hello", "there", ",", "my", "friend", "."]
     assert speech.words[-1].end_time == pytest.approx(int(durations[:-1].sum()) * 600 / 24000)
@@ -42,8 +46,8 @@ def test_speech_equals_the_runtime_on_the_same_tokens_style_and_seed(speaker):
 
 def test_streamed_chunks_make_the_one_shot_speech(speaker):
     chunks = list(speaker.stream(TEXT, "af_heart", speed=SPEED, seed=3))
-    # One sentence per chunk, the first cut after its first clause.
-    assert [c.text for c in chunks] == ["Hello there,", "my friend.", "See you soon!", "It is a fine day."]
+    # One sentence per chunk (the first too short to be cut after its first clause).
+    assert [c.text for c in chunks] == ["Hello there, my friend.", "See you soon!", "It is a fine day."]
     whole = speaker.speak(TEXT, "af_heart", speed=SPEED, seed=3)
     np.testing.assert_array_equal(np.concatenate([c.audio for c in chunks]), whole.audio)
     assert [w for c in chunks for w in c.words] == whole.words
@@ -54,13 +58,16 @@ def test_streamed_chunks_make_the_one_shot_speech(speaker):
 
 
 def test_each_chunk_of_a_plan_equals_its_solo_run(speaker):
-    """The chunks of a plan run as one batch; each equals its solo synthesis with its own seed."""
+    """The chunks of a plan run as one batch; each equals its solo synthesis with its own seed, its edges cut as
+    planned."""
+    from kokoro_tvm_ext.speech.edges import trim_edges
+
     plan = speaker.plan(TEXT, "af_heart", speed=SPEED, seed=5)
-    assert [c.seed for c in plan.chunks] == [5, 6, 7, 8]
+    assert [c.seed for c in plan.chunks] == [5, 6, 7]
     for chunk in speaker.run(plan):
         p = plan.chunks[chunk.index]
         solo, _ = speaker.model.synthesize(p.tokens, p.style, speed=SPEED, noise_seed=p.seed)
-        np.testing.assert_array_equal(chunk.audio, solo)
+        np.testing.assert_array_equal(chunk.audio, trim_edges(solo, p.lead, p.tail, 24000)[0])
 
 
 def test_phonemes_speak_without_words(speaker):

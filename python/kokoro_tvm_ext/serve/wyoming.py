@@ -59,7 +59,7 @@ from kokoro_tvm_ext.serve.options import MAX_INPUT_CHARS, WYOMING_URI
 from kokoro_tvm_ext.speech import DEFAULT_VOICE, FIRST_CHUNK_TOKENS, list_voices
 from kokoro_tvm_ext.speech.audio import to_int16
 from kokoro_tvm_ext.speech.languages import BY_CODE, resolve_lang
-from kokoro_tvm_ext.speech.sentences import SentenceBuffer
+from kokoro_tvm_ext.speech.sentences import SentenceBuffer, ends_paragraph
 from kokoro_tvm_ext.speech.text_checks import clean_text
 from kokoro_tvm_ext.speech.voices import voice_language
 from kokoro_tvm_ext.support.errors import AssetError, InvalidInputError, KokoroError, RequestCancelled
@@ -271,6 +271,7 @@ class TextStream:
         self.first_chunk_tokens = first_chunk_tokens
         self._sentences = SentenceBuffer(voice.lang or "a")
         self._chunks = 0  # chunks planned so far: the next one's seed (a pause takes none)
+        self._after_sentence = False  # the last piece ended with a spoken sentence of a paragraph that goes on
 
     def add(self, text: str) -> str:
         """More text; what of the text so far is complete sentences now, not given before (maybe ''). The
@@ -295,8 +296,11 @@ class TextStream:
             chunk_seeds=lambda i, base=self._chunks: base + i,
             first_chunk_tokens=self.first_chunk_tokens if self._chunks == 0 else None,
             cancel=cancel,
+            after_sentence=self._after_sentence,
         )
         self._chunks += sum(not chunk.is_pause for chunk in plan.chunks)
+        # The splitter gives a piece with the blank line that ends its paragraph, if one does.
+        self._after_sentence = not plan.chunks[-1].is_pause and not ends_paragraph(text)
         return plan
 
 

@@ -7,13 +7,16 @@ policy, for every front end (``say``, the HTTP server, Wyoming, ``book``, ``Spea
 * One sentence per chunk. A sentence longer than the model's context (510 tokens) is split at its clauses
   (``, ; : — –``, ``、，；：``), the pieces packed greedily, then between words, then (one word longer than the
   context) between phonemes.
-* The first chunk of a speech is its first clause, so its audio comes early (``first_chunk_tokens`` > 0 also
-  cuts that clause after at most that many tokens, whole words; None: no cut; default :data:`FIRST_CHUNK_TOKENS`).
+* The first chunk of a speech is its first clause when its first sentence is longer than
+  :data:`FIRST_CLAUSE_MIN_TOKENS`, so its audio comes early (``first_chunk_tokens`` > 0 also cuts that clause after
+  at most that many tokens, whole words, and then cuts any first sentence longer than that; None: no cut; default
+  :data:`FIRST_CHUNK_TOKENS`). The cut is not heard: :mod:`.edges` leaves a comma's pause there.
 * A pause tag (``[pause:1s]``) stands between the chunks around it.
 
 Each chunk keeps its words, so word timestamps can be computed from its durations
 (:mod:`kokoro_tvm_ext.speech.timestamps`); the last word of a chunk has no space after it. Phonemes given as
-input are chunked by the same code, their space-separated words standing for words.
+input are spoken in one call when they fit (the user's exact utterance, as KPipeline speaks them), else chunked by
+the same code, their space-separated words standing for words.
 """
 
 from __future__ import annotations
@@ -36,12 +39,20 @@ from kokoro_tvm_ext.support.errors import InvalidInputError
 # clause mark the voice already pauses. A server can trade that for earlier audio (--first-chunk-tokens 24).
 FIRST_CHUNK_TOKENS = 0
 
+# A first sentence up to this many tokens is spoken whole, as one chunk. Its audio is ~0.95 s + 55 ms a token
+# (measured, af_heart, 11-196 tokens), so 60 tokens are ~4 s of speech, synthesized in about 1 s at fp32 on 2 cores
+# (RTF 0.24, AMD Zen 4): cutting its first clause off would bring the first audio ~0.3-0.5 s earlier and cost a
+# second call with its edge silences (+0.1-0.2 s for a cold `say` of "The kettle is on; tea in five minutes.").
+# Longer first sentences are cut at their first clause: there the first audio comes 1 s or more earlier.
+FIRST_CLAUSE_MIN_TOKENS = 60
+
 
 @dataclass(frozen=True)
 class Chunk:
     words: tuple  # Word objects (text, phonemes, space_after)
     phonemes: str
     ends_sentence: bool = False  # its sentence ends with it (not a clause or a piece of the sentence)
+    paragraph: int = 1  # the paragraph it is in (counted from 1): its edges' silences depend on it (.edges)
 
     @property
     def text(self) -> str:
@@ -132,7 +143,10 @@ class _Packer:
 
     def cut_first(self, words: list, first_chunk_tokens: int) -> list[list]:
         """The first chunk cut after its first clause, and that clause after at most ``first_chunk_tokens``
-        tokens of whole words (at least one word; 0: no limit)."""
+        tokens of whole words (at least one word; 0: no limit), when the sentence is longer than that limit (0:
+        :data:`FIRST_CLAUSE_MIN_TOKENS`); else the sentence whole."""
+        if self.tokens(words) <= (first_chunk_tokens or FIRST_CLAUSE_MIN_TOKENS):
+            return [words]
         head = _split_at_clauses(words)
         first, rest = head[0], [w for piece in head[1:] for w in piece]
         if first_chunk_tokens and self.tokens(first) > first_chunk_tokens:
@@ -175,6 +189,11 @@ def chunk_sentence(
     return chunks
 
 
+def _check_first_chunk_tokens(first_chunk_tokens) -> None:
+    if first_chunk_tokens is not None and (not isinstance(first_chunk_tokens, int) or first_chunk_tokens < 0):
+        raise InvalidInputError(f"first_chunk_tokens must be 0 or more (or None: no cut), got {first_chunk_tokens!r}")
+
+
 def chunk_sentences(
     sentences: Iterable[SentenceWords | Pause],
     vocab: dict[str, int],
@@ -184,8 +203,7 @@ def chunk_sentences(
 ) -> list[Chunk | Pause]:
     """Sentences' Words (and pauses) in order, as :func:`~kokoro_tvm_ext.speech.text_path.read_text` gives them
     -> the speech's chunks and pauses, by the policy of the module: what ``Speaker.plan`` speaks."""
-    if first_chunk_tokens is not None and (not isinstance(first_chunk_tokens, int) or first_chunk_tokens < 0):
-        raise InvalidInputError(f"first_chunk_tokens must be 0 or more (or None: no cut), got {first_chunk_tokens!r}")
+    _check_first_chunk_tokens(first_chunk_tokens)
     out: list[Chunk | Pause] = []
     first = first_chunk_tokens
     for item in sentences:
@@ -197,7 +215,7 @@ def chunk_sentences(
         )
         if chunks:
             first = None  # the speech's first chunk is made
-        out += chunks
+        out += [replace(c, paragraph=item.paragraph) for c in chunks]
     return out
 
 
@@ -224,14 +242,19 @@ def phoneme_chunks(
     max_tokens: int = MAX_TOKENS,
     first_chunk_tokens: int | None = FIRST_CHUNK_TOKENS,
 ) -> list[Chunk]:
-    """Kokoro phonemes -> chunks by the same policy: sentences end at every ``. ! ? …`` before a space, their
-    space-separated words stand for words."""
+    """Kokoro phonemes -> one chunk when they fit in ``max_tokens`` (the user's exact utterance, in one call, as
+    KPipeline speaks them; ``first_chunk_tokens`` does not cut them), else chunks by the same policy as text:
+    sentences end at every ``. ! ? …`` before a space, their space-separated words stand for words."""
+    _check_first_chunk_tokens(first_chunk_tokens)
+    phonemes = " ".join(phonemes.split())
+    whole = count_tokens(phonemes, vocab) <= max_tokens
     sentences = []
-    for sentence in split_phonemes(" ".join(phonemes.split())):
+    for sentence in [phonemes] if whole else split_phonemes(phonemes):
         parts = sentence.split()
         words = [Word(p, p, i < len(parts) - 1) for i, p in enumerate(parts)]
         sentences.append(SentenceWords(words, paragraph=1, ends_sentence=True))
-    return chunk_sentences(sentences, vocab, max_tokens=max_tokens, first_chunk_tokens=first_chunk_tokens)
+    first = None if whole else first_chunk_tokens
+    return chunk_sentences(sentences, vocab, max_tokens=max_tokens, first_chunk_tokens=first)
 
 
 def chunk_phonemes(
@@ -240,9 +263,9 @@ def chunk_phonemes(
     max_tokens: int = MAX_TOKENS,
     first_chunk_tokens: int | None = FIRST_CHUNK_TOKENS,
 ) -> list[str]:
-    """Phonemes -> the phoneme strings of the chunks ``Speaker.plan(phonemes=...)`` makes of them: one sentence
-    each, at most ``max_tokens`` tokens, the first cut early (``first_chunk_tokens=None``: not cut). Chunks
-    that say nothing are dropped."""
+    """Phonemes -> the phoneme strings of the chunks ``Speaker.plan(phonemes=...)`` makes of them: all in one when
+    they fit in ``max_tokens`` tokens, else one sentence each, the first cut early (``first_chunk_tokens=None``: not
+    cut). Chunks that say nothing are dropped."""
     vocab = vocab if vocab is not None else default_vocab()
     return [
         c.phonemes

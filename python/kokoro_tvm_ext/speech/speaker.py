@@ -39,12 +39,13 @@ from kokoro_tvm_ext.model.spec import STYLE_DIM, VOICE_PACK_ROWS
 from kokoro_tvm_ext.speech.cancel import check_cancelled
 from kokoro_tvm_ext.speech.chunks import FIRST_CHUNK_TOKENS, Chunk, chunk_sentences, phoneme_chunks
 from kokoro_tvm_ext.speech.config import SpeakerConfig
+from kokoro_tvm_ext.speech.edges import GAPS, joint_after, trim_edges
 from kokoro_tvm_ext.speech.languages import BY_CODE, language
 from kokoro_tvm_ext.speech.lexicon import Lexicon, load_lexicon
 from kokoro_tvm_ext.speech.markup import Pause
 from kokoro_tvm_ext.speech.text_checks import clean_text
 from kokoro_tvm_ext.speech.text_path import read_text
-from kokoro_tvm_ext.speech.timestamps import WordTiming, word_timings
+from kokoro_tvm_ext.speech.timestamps import WordTiming, within, word_timings
 from kokoro_tvm_ext.speech.tokens import tokenize
 from kokoro_tvm_ext.speech.voices import DEFAULT_VOICE, load_voice, style_for, voice_language
 from kokoro_tvm_ext.support.errors import InvalidInputError
@@ -103,6 +104,10 @@ class PlannedChunk:
     words: tuple = ()
     pause_samples: int = 0
     ends_sentence: bool = False
+    # Seconds of silence kept before its first sound and after its last where the planner cut the text (None:
+    # the model's own silence stays): see .edges.
+    lead: float | None = None
+    tail: float | None = None
 
     @classmethod
     def pause(cls, samples: int) -> PlannedChunk:
@@ -176,7 +181,11 @@ class SpeechPlan:
     def result(self, index: int, audio: np.ndarray, durations: np.ndarray) -> SpeechChunk:
         chunk = self.chunks[index]
         start = self._offset
+        if not chunk.is_pause:
+            audio, cut = trim_edges(audio, chunk.lead, chunk.tail, self.sample_rate)
         timings = word_timings(chunk.words, durations, self.vocab, sample_rate=self.sample_rate) if chunk.words else []
+        if timings and not chunk.is_pause:
+            timings = within(timings, cut / self.sample_rate, len(audio) / self.sample_rate)
         words = [w.shifted(start) for w in timings]
         if words and chunk.ends_sentence:
             words[-1] = replace(words[-1], sentence_end=True)  # subtitles' cues end there
@@ -281,6 +290,7 @@ class Speaker:
         cancel: threading.Event | None = None,
         lexicon: Lexicon | None = None,
         pack_sentences: bool | None = None,
+        after_sentence: bool = False,
     ) -> SpeechPlan:
         """Text (or ``phonemes``) -> its chunks, by the one chunking policy (:mod:`.chunks`): sentences cut
         before G2P (a blank line, so a heading, always ends one), one sentence per chunk of at most
@@ -294,7 +304,11 @@ class Speaker:
 
         Text markup: ``[word](/phonemes/)`` speaks the word with those phonemes; ``[pause:0.5s]`` is a chunk
         of silence there (it ends the chunk before it, and takes no noise seed: the chunks around it get the
-        seeds they would get without it). ``lexicon`` replaces the speaker's for this plan."""
+        seeds they would get without it). ``lexicon`` replaces the speaker's for this plan.
+
+        Each chunk's edges keep the pause its cut calls for (:mod:`.edges`); ``after_sentence``: the text goes on
+        a speech right after a sentence of the same paragraph (a stream's next piece), so its first chunk starts
+        as the next sentence of one text would."""
         if pack_sentences is not None:
             warnings.warn(
                 "Speaker.plan(pack_sentences=...) is deprecated and ignored: every front end speaks one sentence "
@@ -328,6 +342,7 @@ class Speaker:
             pieces = chunk_sentences(
                 sentences, self.vocab, max_tokens=self.max_tokens, first_chunk_tokens=first_chunk_tokens
             )
+        edges = _edge_silences(pieces, after_sentence)
         seeds = chunk_seeds or (lambda i: seed + i)
         tokenize("".join(p.phonemes for p in pieces if isinstance(p, Chunk)), self.vocab)  # one warning in all
         chunks = []
@@ -343,8 +358,20 @@ class Speaker:
                 if tokens.size:
                     style = style_for(voice.pack, tokens.size)
                     seed_i = seeds(spoken)
+                    lead, tail = edges[id(piece)]
                     chunks.append(
-                        PlannedChunk(piece.phonemes, tokens, style, speed, seed_i, piece.words, 0, piece.ends_sentence)
+                        PlannedChunk(
+                            piece.phonemes,
+                            tokens,
+                            style,
+                            speed,
+                            seed_i,
+                            piece.words,
+                            0,
+                            piece.ends_sentence,
+                            lead,
+                            tail,
+                        )
                     )
                     spoken += 1
         if not chunks:
@@ -392,6 +419,29 @@ class Speaker:
         """The whole speech of ``text`` (or ``phonemes=``) in ``voice``, with its word timings."""
         chunks = list(self.run(self.plan(text, voice, **options)))
         return join(chunks, self.sample_rate)
+
+
+def _edge_silences(
+    pieces: Sequence[Chunk | Pause], after_sentence: bool
+) -> dict[int, tuple[float | None, float | None]]:
+    """Each chunk's (lead, tail) silences, by ``id`` (.edges): its tail half the pause of what ends it (a clause or
+    a sentence), known before the text after it is; its lead the other half where a chunk of the same paragraph
+    comes before it (or, with ``after_sentence``, the speech before this text), else the model's own (None)."""
+    edges = {}
+    before: Chunk | Pause | None = None
+    for piece in pieces:
+        if isinstance(piece, Chunk):
+            if isinstance(before, Chunk):
+                lead = _half_gap(joint_after(before.ends_sentence, before.paragraph == piece.paragraph))
+            else:
+                lead = _half_gap("sentence" if before is None and after_sentence else None)
+            edges[id(piece)] = (lead, _half_gap(joint_after(piece.ends_sentence, True)))
+        before = piece
+    return edges
+
+
+def _half_gap(joint: str | None) -> float | None:
+    return None if joint is None else GAPS[joint] / 2
 
 
 def join(chunks: Sequence[SpeechChunk], sample_rate: int) -> Speech:

@@ -96,3 +96,13 @@ def word_timings(
 def chunk_seconds(durations, sample_rate: int = SAMPLE_RATE, samples_per_frame: int = SAMPLES_PER_FRAME) -> float:
     """How long a chunk's audio is: every frame, boundary ids included."""
     return sum(int(x) for x in durations) * samples_per_frame / sample_rate
+
+
+def within(timings: list[WordTiming], cut: float, seconds: float) -> list[WordTiming]:
+    """A chunk's timings after ``cut`` seconds of silence were cut from its start (:mod:`.edges`), kept inside its
+    ``seconds`` of audio (silence cut from its end may have held a word's last frames: a closing mark's)."""
+
+    def clamp(t: float) -> float:
+        return min(max(t - cut, 0.0), seconds)
+
+    return [replace(w, start_time=clamp(w.start_time), end_time=clamp(w.end_time)) for w in timings]
