@@ -81,6 +81,7 @@ def test_plain_text_is_left_as_written(lang):
         ("f", "Washington DC et Malcolm X."),  # not regnal numerals
         ("i", "Il 7/6 e il 12/25."),  # not fractions
         ("e", "Mide 3.14 metros."),  # a decimal point, not thousands
+        ("z", "圆周率是3.14。"),  # cn2an reads decimals: 三点一四
     ],
 )
 def test_left_as_written(lang, text):

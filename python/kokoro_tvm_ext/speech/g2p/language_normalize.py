@@ -37,7 +37,7 @@ class Spoken:
 
     decimal: str  # the decimal mark as written
     grouped: str  # a whole number with thousands separators, as written: 1.000 (es), 1,00,000 (hi); "" none
-    point: str  # the decimal mark as read: "1,5" -> "1 {point} 5"
+    point: str | None  # the decimal mark as read: "1,5" -> "1 {point} 5"; None: the G2P reads decimals itself
     clock: Callable[[int, int], str]  # (hour, minute) -> the time as read
     to: str  # a range: "{a} a {b}"
     fraction: Callable[[int, int], str | None]  # (numerator, denominator) -> its reading, None: left as written
@@ -59,13 +59,19 @@ class Spoken:
     regnal: bool = False  # a roman numeral after a capitalised name is read as a number: "Louis XIV" -> "Louis 14"
     extra: tuple[tuple[str, str, str, Callable], ...] = ()  # the language's own rules, tried first
     spaced: bool = True  # words are written with spaces between them (not Japanese, Mandarin)
+    decimal_digits: bool = False  # the digits after the decimal mark are read one by one (Hindi, Japanese)
 
     def number(self, written: str) -> str:
         """A number as written (``1.000``, ``1,5``) -> as its G2P reads it: digits, the decimal mark a word."""
         whole, _, decimals = written.partition(self.decimal)
         if self.grouped and re.fullmatch(self.grouped, whole.lstrip("+-")):
             whole = re.sub(r"[^\d+-]", "", whole)
-        return f"{whole} {self.point} {decimals}" if decimals else whole
+        if not decimals or self.point is None:
+            return whole + (self.decimal + decimals if decimals else "")
+        if self.decimal_digits:  # read one by one: 3.14 is "three point one four"
+            decimals = self.digit_join.join(self.digits[int(d)] for d in decimals)
+        space = " " if self.spaced else ""
+        return f"{whole}{space}{self.point}{space}{decimals}"
 
     def counted(self, written: str, counted: Counted) -> str:
         one, many = (counted, counted) if isinstance(counted, str) else counted
@@ -524,6 +530,7 @@ HINDI = Spoken(
     decimal=".",
     grouped=r"\d{1,3}(?:,\d\d)*,\d{3}",
     point="दशमलव",
+    decimal_digits=True,
     clock=_clock("{h} बजे", "{h} बजकर {m} मिनट"),
     to="{a} से {b}",
     fraction=lambda n, d: _HINDI_FRACTIONS.get((n, d)),
@@ -572,7 +579,8 @@ _CJK = r"[\u3040-\u30ff\u3400-\u9fff]"
 JAPANESE = Spoken(
     decimal=".",
     grouped=r"\d{1,3}(?:,\d{3})+",
-    point="てん",
+    point="点",
+    decimal_digits=True,
     clock=_clock("{h}時", "{h}時{m}分"),
     to="{a}から{b}",
     fraction=lambda n, d: f"{d}分の{n}" if 0 < n < d else None,
@@ -617,7 +625,7 @@ JAPANESE = Spoken(
 MANDARIN = Spoken(
     decimal=".",
     grouped=r"\d{1,3}(?:,\d{3})+",
-    point="点",
+    point=None,  # cn2an reads 3.14 as 三点一四
     clock=lambda h, m: f"{h}点" if m == 0 else f"{h}点{'零' if m < 10 else ''}{m}分",
     to="{a}到{b}",
     fraction=lambda n, d: f"{d}分之{n}" if 0 < n < d else None,
