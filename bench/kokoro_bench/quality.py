@@ -416,11 +416,28 @@ def comma_silences(ours: Ours, sentence: str, voice: str) -> dict:
     }
 
 
+def parity_rows(languages, count: int) -> list[dict]:
+    """English G2P parity with KPipeline (our G2P's parity function, where present) on the same corpus lines:
+    sentences whose phonemes equal KPipeline's; a row that says why where the reference tagger is missing."""
+    rows = []
+    for lang in [lang for lang in languages if lang in "ab" and count > 0]:
+        row = {"lang": lang, "rows": "g2p parity", "corpus": CORPORA[lang], "system": "ours vs KPipeline"}
+        try:
+            from kokoro_tvm_ext.speech.g2p.english_parity import parity
+
+            equal, total, _ = parity(read_sentences(lang, count), british=lang == "b")
+        except Exception as err:  # noqa: BLE001  (the dev extra's tagger missing, or the module not there)
+            rows.append({**row, "unavailable": str(err).splitlines()[0]})
+            continue
+        rows.append({**row, "n": total, "alike": equal})
+    return rows
+
+
 # -- tables --------------------------------------------------------------------------------------------
 
 
 def print_quality(rows: list[dict]) -> None:
-    cer_rows = [r for r in rows if r["rows"] != "long"]
+    cer_rows = [r for r in rows if r["rows"] in ("sentences", "short")]
     print_table(
         ["lang", "rows", "corpus", "system", "n", "CER mean", "CER median", "exact", "RTF median"],
         [
@@ -429,6 +446,17 @@ def print_quality(rows: list[dict]) -> None:
             for r in cer_rows
         ],
     )
+    parities = [r for r in rows if r["rows"] == "g2p parity"]
+    if parities:
+        print("\nEnglish G2P: sentences read with KPipeline's phonemes (misaki + spaCy en_core_web_sm), same lines:")
+        print_table(
+            ["lang", "corpus", "n", "alike", "share"],
+            [
+                [r["lang"], r["corpus"], r.get("n", ""), r.get("alike", "unavailable")]
+                + [f"{r['alike'] / r['n']:.1%}" if "alike" in r else r["unavailable"]]
+                for r in parities
+            ],
+        )
     long = [r for r in rows if r["rows"] == "long"]
     if long:
         print("\none call by length (s/token over the sounding part; level of each fifth vs its whole, dB):")
@@ -480,7 +508,7 @@ def run(args) -> int:
     }
     for lang in args.long_languages:
         texts[lang]["long"] = long_texts(lang)
-    rows, policy = [], None
+    rows, policy = parity_rows(args.languages, args.sentences), None
     for make in systems(args):
         reader = make()
         print(f"reading with {reader.name}", file=sys.stderr, flush=True)
