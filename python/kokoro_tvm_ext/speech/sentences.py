@@ -58,7 +58,7 @@ _OPENERS = "“‘\"'([{«‹¿¡„‚「『（"
 
 # Abbreviations that never end a sentence: those in every Latin-script text, and each language's titles.
 _ALWAYS = frozenset({"e.g", "i.e", "cf", "vs", "viz"})
-_BEFORE_NUMBERS = frozenset("no nos nr vol vols fig figs p pp ch sec art op núm".split())
+_BEFORE_NUMBERS = frozenset("no nos nr vol vols fig figs p pp ch sec art op núm pág pag".split())
 _ENGLISH_TITLES = "mr mrs ms mx dr prof st mt rev fr gen col capt lt sgt maj cmdr adm gov sen rep pres hon messrs"
 _TITLES = {
     "a": _ENGLISH_TITLES,

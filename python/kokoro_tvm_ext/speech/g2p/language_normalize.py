@@ -55,6 +55,7 @@ class Spoken:
     per_mille: str | None = None
     titles: dict[str, str] = field(default_factory=dict)  # abbreviation before a name -> the word
     abbreviations: dict[str, str] = field(default_factory=dict)  # anywhere
+    counting: dict[str, str] = field(default_factory=dict)  # abbreviation before a number -> the word ("pág. 10")
     numbered: str = ""  # words after which a roman numeral is a number ("chapitre IV"), a regex alternation
     regnal: bool = False  # a roman numeral after a capitalised name is read as a number: "Louis XIV" -> "Louis 14"
     extra: tuple[tuple[str, str, str, Callable], ...] = ()  # the language's own rules, tried first
@@ -129,7 +130,8 @@ def rules(lang: Spoken) -> tuple[Rule, ...]:
         (
             "phone number",
             "0123456789",
-            r"(?<![A-Za-z\d+.,-])(?:\+\d{1,3}(?:[ -]\d{2,4}){2,4}|\d{2,4}(?:-\d{2,4}){1,3}|1[3-9]\d{9})(?![A-Za-z\d-])",
+            r"(?<![A-Za-z\d+.,-])(?:\+\d{1,3}(?:[ -]\d{2,4}){2,4}|(?:\(\d{2,3}\) ?)?\d{2,5}(?:-\d{2,4}){1,3}"
+            r"|1[3-9]\d{9})(?![A-Za-z\d-])",
             lambda m: _phone(lang, m),
         ),
         (
@@ -170,7 +172,12 @@ def rules(lang: Spoken) -> tuple[Rule, ...]:
         rows.append(("per mille", "‰", rf"({num})\s?‰", lambda m: lang.per_mille.format(n=lang.number(m[1]))))
     if lang.titles:
         titles = _alternation(lang.titles)
-        rows.append(("title", ".", rf"(?<!\w)({titles})(?=\s+\w)", lambda m: lang.titles[m[1]]))
+        rows.append(("title", "./", rf"(?<!\w)({titles})(?=\s+\w)", lambda m: lang.titles[m[1]]))
+    if lang.counting:
+        counting = _alternation(lang.counting)
+        rows.append(
+            ("abbreviation before a number", ".º°/", rf"(?<!\w)({counting})(?=\s?\d)", lambda m: lang.counting[m[1]])
+        )
     if lang.abbreviations:
         rows.append(
             ("abbreviation", ".", rf"(?<!\w)({_alternation(lang.abbreviations)})", lambda m: _abbreviation(lang, m))
@@ -334,8 +341,10 @@ SPANISH = Spoken(
         "Dra.": "doctora",
         "Ud.": "usted",
         "Uds.": "ustedes",
+        "C/": "calle",
     },
     abbreviations={"p. ej.": "por ejemplo", "ej.": "ejemplo", "EE.UU.": "Estados Unidos"},
+    counting={"art.": "artículo", "pág.": "página", "núm.": "número", "n.º": "número", "nº": "número"},
     extra=(
         ("ordinal", "ºª", r"\b(\d+)\.([ºª])", lambda m: m[1] + m[2]),
         ("ordinal, short", ".", r"\b([13])\.er\b", lambda m: _ES_ORDINALS[m[1]]),
@@ -390,6 +399,7 @@ FRENCH = Spoken(
     per_mille="{n} pour mille",
     titles={"M.": "Monsieur", "MM.": "Messieurs"},
     abbreviations={"p. ex.": "par exemple"},
+    counting={"p.": "page", "art.": "article", "n°": "numéro", "no": "numéro"},
     numbered="[Cc]hapitre|[Tt]ome|[Ll]ivre|[Aa]cte|[Ss]cène|[Pp]artie|[Vv]olume|[Aa]rticle",
     regnal=True,
     extra=(
@@ -463,6 +473,7 @@ ITALIAN = Spoken(
         "Prof.ssa": "professoressa",
     },
     abbreviations={"ecc.": "eccetera", "p. es.": "per esempio"},
+    counting={"art.": "articolo", "pag.": "pagina", "n.": "numero"},
 )
 
 PORTUGUESE = Spoken(
@@ -514,6 +525,7 @@ PORTUGUESE = Spoken(
     per_mille="{n} por mil",
     titles={"Sr.": "senhor", "Sra.": "senhora", "Srta.": "senhorita", "Dr.": "doutor", "Dra.": "doutora"},
     abbreviations={"p. ex.": "por exemplo"},
+    counting={"art.": "artigo", "pág.": "página", "nº": "número", "n.º": "número"},
     extra=(
         (
             "clock time, h",
