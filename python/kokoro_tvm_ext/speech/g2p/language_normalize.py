@@ -123,8 +123,9 @@ def rules(lang: Spoken) -> tuple[Rule, ...]:
         (
             "URL",
             ".",
-            r"(?<![A-Za-z0-9.@-])(?:(?:https?|ftp)://)?(?:www\.)?[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.(?:com|org|net|edu|gov|io|dev|ai|co|es|fr|it|br"
-            r"|in|jp|cn|de|uk|info)(?![A-Za-z0-9])(?:/[A-Za-z0-9%-]+(?:[./][A-Za-z0-9%-]+)*)?/?",
+            r"(?<![A-Za-z0-9.@-])(?:(?:https?|ftp)://)?(?:www\.)?[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*"
+            r"\.(?:com|org|net|edu|gov|io|dev|ai|co|es|fr|it|br|in|jp|cn|de|uk|info)(?![A-Za-z0-9])"
+            r"(?:/[A-Za-z0-9%-]+(?:[./][A-Za-z0-9%-]+)*)?/?",
             lambda m: _address(lang, m[0]),
         ),
         (
@@ -142,10 +143,10 @@ def rules(lang: Spoken) -> tuple[Rule, ...]:
         ),
         ("temperature", "°℃℉", rf"({num})\s?(?:°\s?C(?![A-Za-z])|℃)", lambda m: lang.counted(m[1], lang.celsius)),
         ("temperature", "°℉", rf"({num})\s?(?:°\s?F(?![A-Za-z])|℉)", lambda m: lang.counted(m[1], lang.fahrenheit)),
-        ("money, symbol first", lang_chars(lang.currencies), rf"(?:{money})\s?({num})", lambda m: _money(lang, m)),
+        ("money, symbol first", _symbol_chars(lang.currencies), rf"(?:{money})\s?({num})", lambda m: _money(lang, m)),
         (
             "money, symbol after",
-            lang_chars(lang.currencies),
+            _symbol_chars(lang.currencies),
             rf"({num})\s?(?:{money})(?![A-Za-z\d])",
             lambda m: _money(lang, m),
         ),
@@ -207,7 +208,8 @@ def rules(lang: Spoken) -> tuple[Rule, ...]:
     return compile_rules(rows)
 
 
-def lang_chars(currencies) -> str:
+def _symbol_chars(currencies) -> str:
+    """The characters of the currency symbols that are not letters (``R$`` -> ``$``): the rule's quick test."""
     return "".join({c for symbol in currencies for c in symbol if not c.isalpha()})
 
 
@@ -280,11 +282,10 @@ def _spanish_meridiem(m: re.Match) -> str:
     else:
         part = "del mediodía" if hour == 12 else "de la tarde" if hour < 8 else "de la noche"
     stop = "." if re.match(r"\s*(?:$|[A-ZÀ-Ý¿¡])", m.string[m.end() :]) else ""  # its stop also ends the sentence
-    return f"{SPANISH.clock(hour, minute) if minute else _clock_hour(hour)} {part}{stop}"
+    return f"{_SPANISH_HOUR(hour, minute)} {part}{stop}"
 
 
-def _clock_hour(hour: int) -> str:
-    return "una" if hour == 1 else str(hour)
+_SPANISH_HOUR = _clock("{h}", "{h} y {m}", {1: "una"})  # before the part of the day: no "en punto"
 
 
 SPANISH = Spoken(
