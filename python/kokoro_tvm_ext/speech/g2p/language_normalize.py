@@ -80,8 +80,9 @@ class Spoken:
 
 
 def _number_pattern(lang: Spoken) -> str:
-    """A number as written in ``lang``: 42, 1.000 (1,000 in Hindi), 1,5, -2."""
-    return rf"[+-]?(?:{lang.grouped or '(?!)'}|\d+)(?:{re.escape(lang.decimal)}\d+)?"
+    """A number as written in ``lang``: 42, 1.000 (1,000 in Hindi), 1,5, -2; whole (not the tail of a digit run,
+    which would make every rule starting with a number quadratic in a long one)."""
+    return rf"(?<![\d.,])[+-]?(?:{lang.grouped or '(?!)'}|\d+)(?:{re.escape(lang.decimal)}\d+)?"
 
 
 def _alternation(words) -> str:
