@@ -1,6 +1,6 @@
-"""Writes english_parity_corpus.txt beside this file (its training counterpart is only read, by
-scripts/derive_english_tagger.py): public English text on which our English G2P is compared with KPipeline's (misaki + spaCy's
-en_core_web_sm), tests/speech/test_english_parity.py. One sentence a line, ``source<TAB>sentence``.
+"""Writes english_parity_corpus.txt beside this file: public English text on which our English G2P is compared
+with KPipeline's (misaki + spaCy's en_core_web_sm), tests/speech/test_english_parity.py. One sentence a line,
+``source<TAB>sentence``. Its training counterpart is only read, by scripts/derive_english_tagger.py.
 
 Sources (see README.md for licences), each split into sentences by the project's own splitter:
 - ``britannica``: the Encyclopaedia Britannica 11th edition (1911) article "Shakespeare, William", edited prose,
