@@ -4,7 +4,7 @@ and Mandarin: the table in docs/pronunciation.md.
 Each row's written sentence must have the phonemes its G2P (espeak-ng, Cutlet, ZHG2P) gives the row's sentence
 spelled out by hand in that language: a reference written by hand, not our own output. A rule that stops firing,
 or fires on the wrong span, reads the written token the G2P's way and fails its row. The KPipeline column is
-checked too: the same G2P with the tables switched off, as KPipeline calls it.
+checked too: misaki's G2P called on the row as KPipeline calls it, and our G2P with the tables switched off.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ pytest.importorskip("misaki")
 from kokoro_tvm_ext.speech import phonemize, phonemize_words  # noqa: E402
 from kokoro_tvm_ext.speech.g2p import chinese, espeak, japanese  # noqa: E402
 from kokoro_tvm_ext.speech.g2p.language_normalize import normalize  # noqa: E402
+from kokoro_tvm_ext.speech.languages import BY_CODE  # noqa: E402
 
 ROOT = Path(__file__).parents[2]
 DOC = ROOT / "docs" / "pronunciation.md"
@@ -60,6 +61,20 @@ def test_kpipeline_column_is_the_g2p_without_the_table(tables_off, lang, case, w
     before = phonemize(written, lang)
     assert before == kpipeline, case
     assert before != phonemize(spelled, lang), f"{case}: the G2P reads it right alone; no rule needed"
+
+
+def _misaki(lang: str):
+    """misaki's G2P for ``lang`` called on the whole text as KPipeline calls it -> its phonemes."""
+    if lang == "j":
+        return lambda text: japanese.cutlet()(text)[0]
+    if lang == "z":
+        return lambda text: chinese._g2p()(text)[0]
+    return lambda text: espeak.espeak_g2p(BY_CODE[lang].espeak_voice)(text)[0]
+
+
+@pytest.mark.parametrize(("lang", "case", "written", "spelled", "kpipeline"), ROWS, ids=IDS)
+def test_kpipeline_column_is_misakis_own_reading(lang, case, written, spelled, kpipeline):
+    assert " ".join(_misaki(lang)(written).split()) == kpipeline, case
 
 
 @pytest.mark.parametrize("lang", ["e", "f", "h", "i", "p", "j", "z"])
