@@ -257,6 +257,15 @@ def tail_level_db(audio: np.ndarray) -> float:
     return float(20 * np.log10(np.sqrt(np.mean(tail**2)) / np.abs(audio).max() + 1e-12))
 
 
+def ending_level_db(audio: np.ndarray) -> float:
+    """RMS of the last 30 ms of sound (before the trailing silence) against the peak, in dB: a sound that dies away
+    ends far under its peak; one the model stopped early ends loud (about -18 dB)."""
+    audio = np.asarray(audio, np.float64)
+    end = audio.size - int(edge_silence_ms(audio)[1] * SAMPLE_RATE / 1000)
+    last = audio[max(end - int(TAIL_SECONDS * SAMPLE_RATE), 0) : end]
+    return float(20 * np.log10(np.sqrt(np.mean(last**2)) / np.abs(audio).max() + 1e-12)) if last.size else -np.inf
+
+
 def silence_around_ms(audio: np.ndarray, start: int, end: int) -> float:
     """The longest run of silent 5 ms frames that meets samples ``start``-``end`` (a pause there), in ms."""
     silent = _silent_frames(audio)
@@ -382,6 +391,7 @@ def policy_rows(ours: Ours, recognizer, languages) -> dict[str, list[dict]]:
             short.append(
                 {"lang": lang, "text": text, "tail_db": tail_level_db(audio), "trail_ms": edge_silence_ms(audio)[1]}
                 | {"raw_tail_db": tail_level_db(raw), "raw_trail_ms": edge_silence_ms(raw)[1]}
+                | {"end_db": ending_level_db(audio), "raw_end_db": ending_level_db(raw)}
                 | {"cer": cer, "heard": transcript}
             )
     commas = []
@@ -471,13 +481,25 @@ def print_quality(rows: list[dict]) -> None:
 
 
 def print_policy(policy: dict) -> None:
-    print("\nvery short inputs (fp32): last 30 ms vs peak (dB) and trailing silence (ms), as spoken and in the model's")
-    print("own call; CER and transcript of what is spoken")
+    print("\nvery short inputs (fp32): the last 30 ms of sound and the last 30 ms of all against the peak (dB), the")
+    print("trailing silence (ms), as spoken and in the model's own call; CER and transcript of what is spoken")
     print_table(
-        ["lang", "text", "tail dB", "trail ms", "call tail dB", "call trail ms", "CER", "heard"],
         [
-            [r["lang"], r["text"], f"{r['tail_db']:.1f}", f"{r['trail_ms']:.0f}", f"{r['raw_tail_db']:.1f}"]
-            + [f"{r['raw_trail_ms']:.0f}", f"{r['cer']:.2f}", r["heard"]]
+            "lang",
+            "text",
+            "end dB",
+            "tail dB",
+            "trail ms",
+            "call end dB",
+            "call tail dB",
+            "call trail ms",
+            "CER",
+            "heard",
+        ],
+        [
+            [r["lang"], r["text"], f"{r['end_db']:.1f}", f"{r['tail_db']:.1f}", f"{r['trail_ms']:.0f}"]
+            + [f"{r['raw_end_db']:.1f}", f"{r['raw_tail_db']:.1f}", f"{r['raw_trail_ms']:.0f}"]
+            + [f"{r['cer']:.2f}", r["heard"]]
             for r in policy["short"]
         ],
     )

@@ -42,6 +42,9 @@ def test_a_sound_cut_off_ends_loud_and_a_faded_one_does_not():
     assert quality.tail_level_db(cut) == pytest.approx(-3.01, abs=0.05)  # a sine's RMS is its peak / sqrt(2)
     faded = np.concatenate([cut, _silence(0.1)])
     assert quality.tail_level_db(faded) < -100
+    assert quality.ending_level_db(faded) == pytest.approx(-3.01, abs=0.05)  # the sound before the silence
+    dying = np.concatenate([cut, cut[: SAMPLE_RATE // 10] * 0.02])  # its last 100 ms at 2%: 34 dB down, not silent
+    assert quality.ending_level_db(np.concatenate([dying, _silence(0.1)])) == pytest.approx(-37.0, abs=0.3)
 
 
 @pytest.mark.unit
