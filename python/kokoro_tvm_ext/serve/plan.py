@@ -19,7 +19,7 @@ from kokoro_tvm_ext.support.errors import InvalidInputError
 class Limits:
     max_input_chars: int = MAX_INPUT_CHARS
     max_tokens: int = MAX_TOKENS
-    first_chunk_tokens: int = FIRST_CHUNK_TOKENS  # 0: the whole first clause; N > 0 also cuts it at N tokens
+    first_chunk_tokens: int = FIRST_CHUNK_TOKENS  # 0: the first clause, past 60 tokens; N > 0: at N tokens
 
 
 def _about(param: str, work):

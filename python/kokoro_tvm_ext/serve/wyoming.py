@@ -86,7 +86,9 @@ class WyomingConfig:
     max_input_chars: int = MAX_INPUT_CHARS  # text of one request, streamed or not
     max_clients: int = 16  # connections at once; more get an error event and are closed
     max_event_bytes: int = 1 << 20  # an event's data and payload; a larger one closes the connection
-    first_chunk_tokens: int = FIRST_CHUNK_TOKENS  # the first chunk cut early, as everywhere (0: the first clause)
+    first_chunk_tokens: int = (
+        FIRST_CHUNK_TOKENS  # the first chunk cut early, as everywhere (0: the first clause, past 60 tokens)
+    )
     idle_timeout: float = 120.0  # seconds without an event while one is awaited (or nothing is spoken); then closed
     synthesis_timeout: float = 300.0  # a request's deadline: seconds from its start plus the audio sent
     max_ignored_events: int = 1000  # events adding nothing between two requests that speak; more: closed

@@ -39,7 +39,7 @@ from kokoro_tvm_ext.model.spec import STYLE_DIM, VOICE_PACK_ROWS
 from kokoro_tvm_ext.speech.cancel import check_cancelled
 from kokoro_tvm_ext.speech.chunks import FIRST_CHUNK_TOKENS, Chunk, chunk_sentences, phoneme_chunks
 from kokoro_tvm_ext.speech.config import SpeakerConfig
-from kokoro_tvm_ext.speech.edges import GAPS, joint_after, trim_edges
+from kokoro_tvm_ext.speech.edges import GAPS, EdgeCut, edge_cut, joint_after
 from kokoro_tvm_ext.speech.languages import BY_CODE, language
 from kokoro_tvm_ext.speech.lexicon import Lexicon, load_lexicon
 from kokoro_tvm_ext.speech.markup import Pause
@@ -124,8 +124,8 @@ class PlannedChunk:
 
 @dataclass(frozen=True)
 class SpeechChunk:
-    """One chunk's audio (float32, ``sample_rate``), its durations (frames per token id incl. both boundary
-    ids), and its word timings in seconds from the start of the whole speech."""
+    """One chunk's audio (float32, ``sample_rate``: the model's, its edges cut as planned), its durations (frames
+    per token id incl. both boundary ids), and its word timings in seconds from the start of the whole speech."""
 
     index: int
     audio: np.ndarray
@@ -133,6 +133,7 @@ class SpeechChunk:
     words: list[WordTiming]
     start: float  # seconds from the start of the whole speech
     text: str
+    cut: EdgeCut | None = None  # what of the model's audio ``audio`` is (None: a pause)
 
 
 @dataclass(frozen=True)
@@ -181,11 +182,13 @@ class SpeechPlan:
     def result(self, index: int, audio: np.ndarray, durations: np.ndarray) -> SpeechChunk:
         chunk = self.chunks[index]
         start = self._offset
+        cut = None
         if not chunk.is_pause:
-            audio, cut = trim_edges(audio, chunk.lead, chunk.tail, self.sample_rate)
+            cut = edge_cut(audio, chunk.lead, chunk.tail)
+            audio = cut.apply(audio)
         timings = word_timings(chunk.words, durations, self.vocab, sample_rate=self.sample_rate) if chunk.words else []
-        if timings and not chunk.is_pause:
-            timings = within(timings, cut / self.sample_rate, len(audio) / self.sample_rate)
+        if timings:
+            timings = within(timings, cut.start / self.sample_rate, len(audio) / self.sample_rate)
         words = [w.shifted(start) for w in timings]
         if words and chunk.ends_sentence:
             words[-1] = replace(words[-1], sentence_end=True)  # subtitles' cues end there
@@ -193,7 +196,7 @@ class SpeechPlan:
             # A chunk ends at a space of the text (a sentence, a clause, a pause): keep it for subtitles' text.
             words[-1] = replace(words[-1], space_after=True)
         self._offset += len(audio) / self.sample_rate
-        return SpeechChunk(index, audio, durations, words, start, chunk.text)
+        return SpeechChunk(index, audio, durations, words, start, chunk.text, cut)
 
 
 class Speaker:
