@@ -589,6 +589,21 @@ HINDI = Spoken(
 )
 
 _CJK = r"[\u3040-\u30ff\u3400-\u9fff]"
+# 第IV章: a roman numeral between Han or kana is a number.
+_CJK_ROMAN = (
+    "roman numeral",
+    "IVX",
+    rf"(?<={_CJK})([IVX]+)(?={_CJK})",
+    lambda m: str(roman_value(m[1])) if ROMAN.fullmatch(m[1]) else None,
+)
+# The Latin letters' names in katakana: Cutlet leaves Latin letters as they are, which no Kokoro phoneme reads.
+_JAPANESE_LETTERS = dict(
+    zip(
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZ",
+        "エー ビー シー ディー イー エフ ジー エイチ アイ ジェー ケー エル エム エヌ オー ピー キュー アール エス "
+        "ティー ユー ブイ ダブリュー エックス ワイ ゼット".split(),
+    )
+)
 
 JAPANESE = Spoken(
     decimal=".",
@@ -627,11 +642,12 @@ JAPANESE = Spoken(
     percent="{n}パーセント",
     spaced=False,
     extra=(
-        (
-            "roman numeral",
-            "IVX",
-            rf"(?<={_CJK})([IVX]+)(?={_CJK})",
-            lambda m: str(roman_value(m[1])) if ROMAN.fullmatch(m[1]) else None,
+        _CJK_ROMAN,
+        (  # NHKを, Tシャツ: the letters' names, as Japanese reads an initialism beside Japanese text (not a unit)
+            "initialism",
+            "ABCDEFGHIJKLMNOPQRSTUVWXYZ",
+            rf"(?<![A-Za-z\d°])(?<![\d°] )(?:(?<={_CJK})[A-Z]{{1,6}}(?![A-Za-z])|[A-Z]{{1,6}}(?={_CJK}))",
+            lambda m: "".join(_JAPANESE_LETTERS[c] for c in m[0]),
         ),
     ),
 )
@@ -669,7 +685,7 @@ MANDARIN = Spoken(
     degrees="{n}度",
     per_mille="千分之{n}",
     spaced=False,
-    extra=JAPANESE.extra,
+    extra=(_CJK_ROMAN,),
 )
 
 SPOKEN = {"e": SPANISH, "f": FRENCH, "h": HINDI, "i": ITALIAN, "p": PORTUGUESE, "j": JAPANESE, "z": MANDARIN}
