@@ -2,7 +2,7 @@
 
 Quick (what ``say`` runs): spaCy's tokenizer rules run without spaCy, misaki's lexicon from the user
 cache, espeak-ng without phonemizer. Reference (the path before it): misaki's G2P on ``spacy.blank('en')``
-with the same rule tagger, misaki's own ``Lexicon``, misaki's ``EspeakFallback`` on phonemizer.
+with the same tagger, misaki's own ``Lexicon``, misaki's ``EspeakFallback`` on phonemizer.
 tests/data/english_corpus.txt: Poe's tales and sentences written for it (see make_english_corpus.py).
 """
 
@@ -32,8 +32,8 @@ def sentences() -> list[str]:
 
 
 def test_tokens_and_tags_are_spacys(sentences):
-    reference = english._RuleTaggedBlankEnglish()
-    quick = english._RuleTaggedTokens()
+    reference = english._TaggedBlankEnglish()
+    quick = english._TaggedTokens()
     extra = [
         "",
         " ",

