@@ -42,6 +42,9 @@ class Chunk:
     words: tuple  # Word objects (text, phonemes, space_after)
     phonemes: str
     ends_sentence: bool = False  # its sentence ends with it (not a clause or a piece of the sentence)
+    voice: str | None = None  # its span's voice (None: the request's), language and rate
+    lang: str | None = None
+    rate: float = 1.0
 
     @property
     def text(self) -> str:
@@ -197,7 +200,7 @@ def chunk_sentences(
         )
         if chunks:
             first = None  # the speech's first chunk is made
-        out += chunks
+        out += [replace(c, voice=item.voice, lang=item.lang, rate=item.rate) for c in chunks]
     return out
 
 

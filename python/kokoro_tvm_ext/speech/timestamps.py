@@ -29,9 +29,16 @@ class WordTiming:
     end_time: float
     space_after: bool = True  # for joining words back into text (subtitles)
     sentence_end: bool = False  # a sentence (or paragraph, or heading) of the text ends after it: subtitles' cues
+    voice: str | None = None  # the voice that spoke it
+    mark: str | None = None  # not a word: a named place (SSML's <mark>) at start_time, ``word`` empty
 
     def as_json(self) -> dict:
-        return {"word": self.word, "start_time": self.start_time, "end_time": self.end_time}
+        out = {"word": self.word, "start_time": self.start_time, "end_time": self.end_time}
+        if self.voice is not None:
+            out["voice"] = self.voice
+        if self.mark is not None:
+            out["mark"] = self.mark
+        return out
 
     def shifted(self, seconds: float) -> WordTiming:
         """The same word ``seconds`` later (audio placed after ``seconds`` of other audio)."""
