@@ -189,10 +189,12 @@ class _Reader:
     def where(self, el: ET.Element) -> str:
         return f"<{_local(el.tag)}> on line {self.lines.get(id(el), '?')}"
 
-    def text(self, text: str | None, reading: Reading) -> None:
+    def text(self, text: str | None, reading: Reading, layout: bool = True) -> None:
+        """``text`` read as ``reading``; its whitespace is the document's layout, one space (``layout=False``:
+        whitespace this reader wrote, kept)."""
         if text:
             self.writer.read_as(*reading)
-            self.writer.add(_SPACES.sub(" ", text))
+            self.writer.add(_SPACES.sub(" ", text) if layout else text)
 
     def element(self, el: ET.Element, reading: Reading, depth: int) -> None:
         name, foreign = _local(el.tag), _namespace(el.tag) not in ("", SSML_NS)
@@ -226,7 +228,7 @@ class _Reader:
     # -- elements with a meaning ------------------------------------------------------------------
     def _p(self, el, reading, depth):
         self.children(el, reading, depth)
-        self.writer.add("\n\n")  # a blank line: the paragraph (and its sentence) ends
+        self.text("\n\n", reading, layout=False)  # a blank line: the paragraph (and its sentence) ends
 
     _paragraph = _p
 
