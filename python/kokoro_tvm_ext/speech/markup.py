@@ -136,6 +136,21 @@ def resolve_voice(name: str, aliases: Aliases | None = None, where: str = "") ->
     return value.strip(), lang, rate
 
 
+def check_aliases(aliases, where: str) -> dict:
+    """Voice aliases as Kokoro-FastAPI's ``voice_aliases`` (name -> voice spec, or ``{"voice": spec, "rate": x}``),
+    each checked (syntax and language; packs when spoken); InvalidInputError naming ``where`` and the alias."""
+    if not isinstance(aliases, Mapping):
+        raise InvalidInputError(f'{where} must be an object of name -> voice (or {{"voice": ..., "rate": ...}})')
+    for name in aliases:
+        if not isinstance(name, str) or not _ALIAS_NAME.fullmatch(name):
+            raise InvalidInputError(f"{where}: the alias name {name!r} must be letters, digits, '_', '.' or '-'")
+        resolve_voice(name, aliases, f"{where}: the alias {name!r}")
+    return dict(aliases)
+
+
+_ALIAS_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+
+
 def check_rate(value, where: str) -> float:
     """A rate factor (a number or its text, ``x`` suffix allowed) between MIN_RATE and MAX_RATE."""
     try:

@@ -51,11 +51,7 @@ def read_text(
     and SSML (``ssml``: True, False, or None: when the text starts with ``<speak`` or ``<?xml``) give spans in
     other voices, languages and rates: each :class:`SentenceWords` carries its span's."""
     info = language(lang)
-    text = clean_text(text)
-    if ssml or (ssml is None and is_ssml(text)):
-        spans = parse_ssml(text, info.code, vocab, aliases=aliases)
-    else:
-        spans = parse_spans(text, info.code, vocab, aliases=aliases, tags=tags)
+    spans = read_markup(text, info.code, vocab=vocab, aliases=aliases, tags=tags, ssml=ssml)
     if lexicon is not None:
         spans = lexicon.apply(spans)
     segments = segments_of(spans)
@@ -67,6 +63,29 @@ def read_text(
     elif not any(isinstance(s, Pause) for s in segments):
         raise InvalidInputError("text is empty")
     return read_sentences(split_spans(spans, info.code), cancel)
+
+
+def read_markup(
+    text: str,
+    lang: str = "a",
+    *,
+    vocab: dict[str, int] | None = None,
+    aliases: Aliases | None = None,
+    tags: bool = True,
+    ssml: bool | None = None,
+) -> list[Span | Pause]:
+    """The text path's first stages, clean -> markup (or SSML): the spans and pauses :func:`read_text` reads,
+    each markup error raised (a front end checks its text here before anything slow)."""
+    text = clean_text(text)
+    code = language(lang).code
+    if ssml or (ssml is None and is_ssml(text)):
+        return parse_ssml(text, code, vocab, aliases=aliases)
+    return parse_spans(text, code, vocab, aliases=aliases, tags=tags)
+
+
+def span_voices(spans) -> list[str]:
+    """The voices the spans' tags name, each once, in order (the request's voice is not among them)."""
+    return list(dict.fromkeys(s.voice for s in spans if isinstance(s, Span) and s.voice is not None))
 
 
 def phonemize_paragraphs(
