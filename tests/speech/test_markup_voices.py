@@ -104,6 +104,16 @@ def test_each_chunk_has_its_voices_style_language_and_speed(speaker):
     assert [c.seed for c in plan.chunks] == [0, 1, 2, 3, 4]  # by place, whoever speaks
 
 
+def test_a_language_given_is_every_voices_language(speaker):
+    """As Kokoro-FastAPI: an explicit language reads every speaker (SSML's xml:lang still picks its own)."""
+    plan = speaker.plan("Hello. [voice:ff_siwis]Bonjour.", "af_heart", lang="en-gb")
+    assert [(c.voice, c.lang) for c in plan.chunks] == [("af_heart", "b"), ("ff_siwis", "b")]
+    plan = speaker.plan(
+        '<speak>Hi. <voice name="ff_siwis"><lang xml:lang="fr">Oui.</lang></voice></speak>', "af_heart", lang="a"
+    )
+    assert [(c.voice, c.lang) for c in plan.chunks] == [("af_heart", "a"), ("ff_siwis", "f")]
+
+
 def test_a_voice_switch_inside_a_sentence_ends_the_chunk(speaker):
     plan = speaker.plan("He said [voice:am_adam] hello there.", "af_heart")
     assert [(c.voice, c.text, c.ends_sentence) for c in plan.chunks] == [

@@ -47,7 +47,7 @@ def spans(body: str, attrs: str = "", **options) -> list:
         ("<s>One</s><s>Two</s>", "", [Span(("One",), "a"), Span(("Two",), "a")]),
         ('A<break time="1500ms"/>B', "", [Span(("A",), "a"), Pause(1.5, "<break> on line 1"), Span(("B",), "a")]),
         ('A<break time="2s"/>B', "", [Span(("A",), "a"), Pause(2.0, "<break> on line 1"), Span(("B",), "a")]),
-        ('A<break strength="strong"/>B', "", [Span(("A",), "a"), Pause(0.75, "<break> on line 1"), Span(("B",), "a")]),
+        ('A<break strength="strong"/>B', "", [Span(("A",), "a"), Pause(1.0, "<break> on line 1"), Span(("B",), "a")]),
         ('A<break strength="none"/>B', "", [Span(("AB",), "a")]),
         (
             '<prosody rate="slow">a</prosody> <prosody rate="150%">b</prosody>',

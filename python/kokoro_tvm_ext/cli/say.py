@@ -116,7 +116,13 @@ def _check(args):
     check_voice_arguments(args)
     if args.phonemes is None:
         voice = Voice.load(args.voice, args.lang)  # the text's language, for the markup's check
-        spans = read_markup(args.text, voice.lang or "a", aliases=cast_aliases(args), ssml=args.ssml or None)
+        spans = read_markup(
+            args.text,
+            voice.lang or "a",
+            aliases=cast_aliases(args),
+            ssml=args.ssml or None,
+            voice_langs=not args.lang,
+        )
         for name in span_voices(spans):
             Voice.load(name)  # a tag's unknown voice, before the slow steps
     return speaker_config(args)
@@ -152,6 +158,7 @@ def run(args) -> int:
             args.text,
             voice,
             phonemes=args.phonemes,
+            lang=args.lang,
             speed=args.speed,
             seed=args.seed,
             aliases=cast_aliases(args),

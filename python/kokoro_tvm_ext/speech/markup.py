@@ -206,21 +206,33 @@ class SpanWriter:
 
 
 def parse_spans(
-    text: str, lang: str, vocab: dict[str, int] | None = None, *, aliases: Aliases | None = None, tags: bool = True
+    text: str,
+    lang: str,
+    vocab: dict[str, int] | None = None,
+    *,
+    aliases: Aliases | None = None,
+    tags: bool = True,
+    voice_langs: bool = True,
 ) -> list[Span | Pause]:
     """``text`` -> its spans and pauses in order; text before the first voice tag in ``lang`` (a one-letter
-    code) by the request's voice, after it in the tag's voice and language. ``vocab`` as for
-    :func:`parse_markup`; ``aliases``: names a voice tag may use (see :func:`resolve_voice`); ``tags=False``:
-    voice and rate tags are left as text (a server that turned them off)."""
+    code) by the request's voice, after it in the tag's voice and (``voice_langs``; False: a language was given
+    for the request, and every voice reads in it) its language. ``vocab`` as for :func:`parse_markup`;
+    ``aliases``: names a voice tag may use (see :func:`resolve_voice`); ``tags=False``: voice and rate tags are
+    left as text (a server that turned them off). A rate tag scales the voice's own pace (an alias's rate)."""
     writer = SpanWriter(lang)
     voice: str | None = None
-    voice_lang = lang
-    for seg in parse_markup(text, vocab, tags=tags):
+    voice_lang, pace = lang, 1.0
+    segments = parse_markup(text, vocab, tags=tags)
+    if sum(isinstance(seg, (VoiceTag, RateTag)) for seg in segments) > MAX_SWITCHES:  # before resolving them
+        raise InvalidInputError(f"the text changes voice, language or rate more than {MAX_SWITCHES} times")
+    for seg in segments:
         if isinstance(seg, VoiceTag):
-            voice, voice_lang, rate = resolve_voice(seg.name, aliases, f"the voice tag {seg.tag}")
-            writer.read_as(voice, voice_lang, 1.0 if rate is None else rate)
+            voice, tag_lang, rate = resolve_voice(seg.name, aliases, f"the voice tag {seg.tag}")
+            voice_lang = tag_lang if voice_langs else lang
+            pace = 1.0 if rate is None else rate
+            writer.read_as(voice, voice_lang, pace)
         elif isinstance(seg, RateTag):
-            writer.read_as(voice, voice_lang, seg.rate)
+            writer.read_as(voice, voice_lang, pace * seg.rate)
         else:
             writer.add(seg)
     return writer.spans()

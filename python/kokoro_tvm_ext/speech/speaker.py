@@ -309,9 +309,10 @@ class Speaker:
 
         Voices, languages and rates (:mod:`.markup`): ``[voice:NAME]`` speaks what follows in NAME (``aliases``:
         names for voice specs, ``{"voice":..., "rate":...}`` too; ``tags=False`` reads the tags as text),
-        with its language's G2P; ``[rate:X]`` multiplies ``speed`` by X (clamped to the allowed speeds). A
-        ``<speak>`` document is SSML (:mod:`.ssml`; ``ssml`` True/False insists). Each chunk has its voice's
-        style, its speed and its seed by its place, so a sentence switched to voice V is what V gives there."""
+        with its language's G2P (every voice with ``lang``'s, when it is given); ``[rate:X]`` multiplies
+        ``speed`` by X (clamped to the allowed speeds). A ``<speak>`` document is SSML (:mod:`.ssml`; ``ssml``
+        True/False insists). Each chunk has its voice's style, its speed and its seed by its place, so a
+        sentence switched to voice V is what V gives there."""
         if pack_sentences is not None:
             warnings.warn(
                 "Speaker.plan(pack_sentences=...) is deprecated and ignored: every front end speaks one sentence "
@@ -344,6 +345,7 @@ class Speaker:
                 aliases=aliases,
                 tags=tags,
                 ssml=ssml,
+                voice_langs=not lang,
             )
             pieces = chunk_sentences(
                 sentences, self.vocab, max_tokens=self.max_tokens, first_chunk_tokens=first_chunk_tokens

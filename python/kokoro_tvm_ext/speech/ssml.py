@@ -58,8 +58,8 @@ SSML_NS = "http://www.w3.org/2001/10/synthesis"
 _XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 _START = re.compile(r"\s*(?:<speak[\s>/]|<\?xml)")
 _SPACES = re.compile(r"\s+")
-# SSML's named break strengths and rates (the values are ours: SSML leaves them to the processor).
-_STRENGTHS = {"none": 0.0, "x-weak": 0.1, "weak": 0.25, "medium": 0.5, "strong": 0.75, "x-strong": 1.2}
+# SSML's named break strengths and rates (SSML leaves the values to the processor: Kokoro-FastAPI's).
+_STRENGTHS = {"none": 0.0, "x-weak": 0.0, "weak": 0.25, "medium": 0.5, "strong": 1.0, "x-strong": 1.5}
 _RATES = {"x-slow": 0.5, "slow": 0.75, "medium": 1.0, "default": 1.0, "fast": 1.25, "x-fast": 1.5}
 _HANDLERS = {
     name: "_" + name.replace("-", "_")
@@ -95,15 +95,21 @@ def is_ssml(text: str) -> bool:
 
 
 def parse_ssml(
-    text: str, lang: str, vocab: dict[str, int] | None = None, *, aliases: Aliases | None = None
+    text: str,
+    lang: str,
+    vocab: dict[str, int] | None = None,
+    *,
+    aliases: Aliases | None = None,
+    voice_langs: bool = True,
 ) -> list[Span | Pause]:
     """An SSML document -> its spans, pauses and marks in order; text outside any ``xml:lang`` in ``lang`` (a
     one-letter code) by the request's voice. ``vocab``: the phoneme set ``<phoneme>`` is checked against;
-    ``aliases``: names ``<voice name>`` may use."""
+    ``aliases``: names ``<voice name>`` may use; ``voice_langs``: a ``<voice>`` reads in its own language
+    (False: in the request's, which was given; ``xml:lang`` still wins)."""
     if len(text) > MAX_CHARS:
         raise InvalidInputError(f"the SSML document is {len(text)} characters; at most {MAX_CHARS} are read")
     root, lines = _parse(text)
-    reader = _Reader(lang, vocab, aliases, lines)
+    reader = _Reader(lang, vocab, aliases, lines, voice_langs)
     if _local(root.tag) != "speak" or _namespace(root.tag) not in ("", SSML_NS):
         raise InvalidInputError(f"SSML: the document's root is <{_local(root.tag)}> (line 1), not <speak>")
     reader.element(root, (None, lang, 1.0), depth=1)
@@ -181,8 +187,9 @@ Reading = tuple  # (voice or None, language code, rate)
 class _Reader:
     """Walks the tree once, writing spans as it goes; ``reading`` is the enclosing voice, language and rate."""
 
-    def __init__(self, lang: str, vocab, aliases: Aliases | None, lines: dict[int, int]):
+    def __init__(self, lang: str, vocab, aliases: Aliases | None, lines: dict[int, int], voice_langs: bool):
         self.writer = SpanWriter(lang)
+        self.voice_langs = voice_langs
         self.vocab, self.aliases, self.lines = vocab, aliases, lines
         self.ignored: set[str] = set()
 
@@ -246,7 +253,7 @@ class _Reader:
         if not name:
             raise InvalidInputError(f'SSML: {self.where(el)} has no name (write <voice name="af_heart">)')
         voice, lang, rate = resolve_voice(name, self.aliases, f"SSML: {self.where(el)}")
-        lang = self.language(el) if el.get(_XML_LANG) else lang
+        lang = self.language(el) if el.get(_XML_LANG) else lang if self.voice_langs else reading[1]
         self.children(el, (voice, lang, 1.0 if rate is None else rate), depth)
 
     def _prosody(self, el, reading, depth):

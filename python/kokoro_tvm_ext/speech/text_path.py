@@ -40,6 +40,7 @@ def read_text(
     aliases: Aliases | None = None,
     tags: bool = True,
     ssml: bool | None = None,
+    voice_langs: bool = True,
 ) -> list[SentenceWords | Pause]:
     """Text -> its sentences' Words and its pauses, in order, through every stage of the module. ``lang``: a
     one-letter code or an alias (``en-us``, ``fr``, ...); ``vocab``: the phoneme set overrides are checked
@@ -51,7 +52,7 @@ def read_text(
     and SSML (``ssml``: True, False, or None: when the text starts with ``<speak`` or ``<?xml``) give spans in
     other voices, languages and rates: each :class:`SentenceWords` carries its span's."""
     info = language(lang)
-    spans = read_markup(text, info.code, vocab=vocab, aliases=aliases, tags=tags, ssml=ssml)
+    spans = read_markup(text, info.code, vocab=vocab, aliases=aliases, tags=tags, ssml=ssml, voice_langs=voice_langs)
     if lexicon is not None:
         spans = lexicon.apply(spans)
     segments = segments_of(spans)
@@ -73,14 +74,16 @@ def read_markup(
     aliases: Aliases | None = None,
     tags: bool = True,
     ssml: bool | None = None,
+    voice_langs: bool = True,
 ) -> list[Span | Pause]:
     """The text path's first stages, clean -> markup (or SSML): the spans and pauses :func:`read_text` reads,
-    each markup error raised (a front end checks its text here before anything slow)."""
+    each markup error raised (a front end checks its text here before anything slow). ``voice_langs``: a voice
+    tag switches to its voice's language (False: a language was given, and every voice reads in it)."""
     text = clean_text(text)
     code = language(lang).code
     if ssml or (ssml is None and is_ssml(text)):
-        return parse_ssml(text, code, vocab, aliases=aliases)
-    return parse_spans(text, code, vocab, aliases=aliases, tags=tags)
+        return parse_ssml(text, code, vocab, aliases=aliases, voice_langs=voice_langs)
+    return parse_spans(text, code, vocab, aliases=aliases, tags=tags, voice_langs=voice_langs)
 
 
 def span_voices(spans) -> list[str]:
