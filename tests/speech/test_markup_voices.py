@@ -8,21 +8,12 @@ import time
 
 import numpy as np
 import pytest
+from plan_only import NoModel
 
 from kokoro_tvm_ext.errors import InvalidInputError
 from kokoro_tvm_ext.speech import Speaker
 from kokoro_tvm_ext.speech.markup import MAX_SWITCHES, Span, parse_spans
 from kokoro_tvm_ext.speech.voices import load_voice, style_for
-
-
-class NoModel:
-    """Enough of a model to plan with; synthesizing is a test failure."""
-
-    sample_rate = 24000
-    max_tokens = 510
-
-    def iter_batch(self, *args):
-        raise AssertionError("planning called the model")
 
 
 @pytest.fixture(scope="module")

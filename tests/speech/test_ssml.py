@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
+from plan_only import NoModel
 
 from kokoro_tvm_ext.errors import InvalidInputError
 from kokoro_tvm_ext.speech import Speaker
@@ -188,14 +189,6 @@ def test_hostile_and_bad_documents_are_one_line_within_a_second(doc, message):
         parse_ssml(doc, "a")
     assert time.perf_counter() - start < 1.0
     assert message in str(err.value) and "\n" not in str(err.value)
-
-
-class NoModel:
-    sample_rate = 24000
-    max_tokens = 510
-
-    def iter_batch(self, *args):
-        raise AssertionError("planning called the model")
 
 
 def test_an_unknown_installed_voice_is_refused_when_planning():

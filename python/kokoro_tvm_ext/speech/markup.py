@@ -112,10 +112,11 @@ class Span:
 Aliases = Mapping[str, "str | Mapping[str, object]"]
 
 
-def resolve_voice(name: str, aliases: Aliases | None = None, where: str = "") -> tuple[str, str, float | None]:
-    """A voice tag's NAME -> ``(voice spec, its language code, the alias's rate or None)``: an alias (a voice spec, or
-    ``{"voice": spec, "rate": x}`` as Kokoro-FastAPI's ``voice_aliases``) or a voice spec as written. The spec's
-    syntax and language are checked here; whether its packs exist, when the Speaker loads it."""
+def resolve_voice(name: str, aliases: Aliases | None = None, where: str = "") -> tuple[str, str | None, float | None]:
+    """A voice tag's NAME -> ``(voice spec, its language code or None, the alias's rate or None)``: an alias (a
+    voice spec, or ``{"voice": spec, "rate": x}`` as Kokoro-FastAPI's ``voice_aliases``) or a voice spec as written.
+    The spec's syntax and language are checked here (None: a pack file whose name does not tell); whether its packs
+    exist, when the Speaker loads it."""
     where = where or f"the voice {name!r}"
     key = name.strip()
     if not key:
@@ -132,7 +133,9 @@ def resolve_voice(name: str, aliases: Aliases | None = None, where: str = "") ->
     try:
         lang = voice_language(value)
     except InvalidInputError as err:
-        raise type(err)(f"{where}: {err}") from None
+        if not value.strip().endswith((".npy", ".pt")):
+            raise type(err)(f"{where}: {err}") from None
+        lang = None  # a pack file whose name does not tell: it reads the request's language
     return value.strip(), lang, rate
 
 
@@ -228,7 +231,7 @@ def parse_spans(
     for seg in segments:
         if isinstance(seg, VoiceTag):
             voice, tag_lang, rate = resolve_voice(seg.name, aliases, f"the voice tag {seg.tag}")
-            voice_lang = tag_lang if voice_langs else lang
+            voice_lang = tag_lang if voice_langs and tag_lang else lang
             pace = 1.0 if rate is None else rate
             writer.read_as(voice, voice_lang, pace)
         elif isinstance(seg, RateTag):
@@ -309,6 +312,29 @@ def markup_tags(text: str, start: int = 0, end: int | None = None) -> Iterator[t
     :func:`parse_markup` finds them but unchecked: an override's written words, a pause's single space."""
     for m in _MARKUP.finditer(text, start, len(text) if end is None else end):
         yield m.start(), m.end(), " " if m.group(1) is None else " ".join(m.group(1).split())
+
+
+# Quoted speech in each language's quotation marks: “…” (English), „…“ (German), «…» (French, Spanish, ...),
+# 「…」 (Japanese), ‘…’ (its closing mark not inside a word: don’t), "…".
+_QUOTED = re.compile(r'“[^”]*”|„[^“”]*[“”]|«[^»]*»|「[^」]*」|‘(?:[^’]|’(?=\w))*’(?!\w)|"[^"\n]*"')
+
+
+def voice_quotes(text: str, voice: str, narrator: str) -> str:
+    """``text`` with its quoted speech read by ``voice`` and the rest by ``narrator``, written as voice tags
+    (``book --dialogue-voice``): ``“Hi,” she said.`` -> ``[voice:V]“Hi,”[voice:N] she said.``."""
+    return _QUOTED.sub(lambda m: f"[voice:{voice}]{m.group()}[voice:{narrator}]", text)
+
+
+def reading_tags(text: str, tags: str = "") -> str:
+    """The voice and rate tags in force at the end of ``text`` (``tags``: those in force at its start), written as
+    tags: what a text arriving in pieces puts before its next piece, so each piece is read as in the whole."""
+    for m in _MARKUP.finditer(text):
+        if m.group(4) is not None:
+            tags = m.group()
+        elif m.group(5) is not None:
+            voice = _MARKUP.match(tags) if tags else None
+            tags = (voice.group() if voice and voice.group(4) is not None else "") + m.group()
+    return tags
 
 
 # What more text could still make markup: a "[" not closed yet, or an override whose link is not finished.

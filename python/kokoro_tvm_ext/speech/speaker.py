@@ -185,10 +185,10 @@ class SpeechPlan:
         words = [replace(w.shifted(start), voice=chunk.voice or None) for w in timings]
         if chunk.mark is not None:
             words = [WordTiming("", start, start, space_after=False, mark=chunk.mark)]
-        lang = chunk.lang or self.voice.lang
         if words and chunk.ends_sentence:
             words[-1] = replace(words[-1], sentence_end=True)  # subtitles' cues end there
-        if words and chunk.mark is None and index < len(self.chunks) - 1 and lang and BY_CODE[lang].spaced:
+        spaced = words and chunk.mark is None and index < len(self.chunks) - 1
+        if spaced and (lang := chunk.lang or self.voice.lang) and BY_CODE[lang].spaced:
             # A chunk ends at a space of the text (a sentence, a clause, a pause): keep it for subtitles' text.
             words[-1] = replace(words[-1], space_after=True)
         self._offset += len(audio) / self.sample_rate

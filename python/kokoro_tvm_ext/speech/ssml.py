@@ -253,7 +253,7 @@ class _Reader:
         if not name:
             raise InvalidInputError(f'SSML: {self.where(el)} has no name (write <voice name="af_heart">)')
         voice, lang, rate = resolve_voice(name, self.aliases, f"SSML: {self.where(el)}")
-        lang = self.language(el) if el.get(_XML_LANG) else lang if self.voice_langs else reading[1]
+        lang = self.language(el) if el.get(_XML_LANG) else lang if self.voice_langs and lang else reading[1]
         self.children(el, (voice, lang, 1.0 if rate is None else rate), depth)
 
     def _prosody(self, el, reading, depth):
