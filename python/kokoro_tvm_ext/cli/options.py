@@ -75,9 +75,6 @@ def add_cast_arguments(parser) -> None:
         help='a JSON object of aliases, as Kokoro-FastAPI\'s voice_aliases: {"narrator": "bm_george", '
         '"alice": {"voice": "af_heart", "rate": 1.1}}',
     )
-    parser.add_argument(
-        "--ssml", action="store_true", help="the text is an SSML document (it is anyway when it starts with <speak)"
-    )
 
 
 def cast_aliases(args) -> dict:

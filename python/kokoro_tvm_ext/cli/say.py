@@ -69,6 +69,9 @@ def add_arguments(parser) -> None:
     )
     add_voice_arguments(parser, DEFAULT_VOICE)
     add_cast_arguments(parser)
+    parser.add_argument(
+        "--ssml", action="store_true", help="the text is an SSML document (it is anyway when it starts with <speak)"
+    )
     parser.add_argument("--phonemes", metavar="PHONEMES", help="speak these phonemes instead of text")
     parser.add_argument("--subtitles", metavar="FILE", help="also write word timings as subtitles (.srt or .vtt)")
     add_model_arguments(parser)
