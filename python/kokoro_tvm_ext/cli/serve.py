@@ -180,6 +180,11 @@ def add_arguments(parser) -> None:
         "(default: %(default)g)",
     )
     parser.add_argument(
+        "--no-voice-tags",
+        action="store_true",
+        help="read [voice:] and [rate:] tags as text and refuse POST /dev/dialogue (docs/markup.md)",
+    )
+    parser.add_argument(
         "--docs",
         action="store_true",
         help="serve FastAPI's /docs, /redoc and /openapi.json (off by default: /docs and /redoc load scripts "
