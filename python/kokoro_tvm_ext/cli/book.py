@@ -40,8 +40,6 @@ from kokoro_tvm_ext.speech.markup import resolve_voice
 from kokoro_tvm_ext.speech.voices import DEFAULT_VOICE
 from kokoro_tvm_ext.support.errors import InvalidInputError
 
-HELP = "speak an EPUB, markdown or text book to an audiobook (resumable; --ray for a cluster)"
-
 
 def add_arguments(parser) -> None:
     parser.add_argument("input", help="the book: .epub, .md or .txt")

@@ -52,8 +52,6 @@ from kokoro_tvm_ext.speech.voices import DEFAULT_VOICE
 from kokoro_tvm_ext.support.cache import AtomicFiles, check_writable_file
 from kokoro_tvm_ext.support.errors import InvalidInputError
 
-HELP = "speak text to an audio file (WAV, FLAC, MP3, Opus, AAC)"
-
 
 def add_arguments(parser) -> None:
     parser.add_argument("text", nargs="?", help="the text to speak")

@@ -48,8 +48,6 @@ from kokoro_tvm_ext.serve.options import MAX_INPUT_CHARS, GuardConfig
 from kokoro_tvm_ext.speech.config import BACKENDS
 from kokoro_tvm_ext.support.errors import InvalidInputError, MissingAssetError
 
-HELP = "serve an OpenAI-compatible speech API (streaming, word timestamps)"
-
 
 def add_arguments(parser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
