@@ -80,6 +80,11 @@ def test_an_alias_with_a_rate_is_that_voice_at_that_pace(server):
     plain = pcm(server, input="Hi. [voice:am_michael]Hello there.")
     np.testing.assert_array_equal(slow, tagged)
     assert len(slow) > len(plain)  # slower: more frames
+    # The request's own voice an alias with a rate: that voice at that pace too.
+    aliased = pcm(
+        server, voice="grandpa", input="Hello there.", voice_aliases={"grandpa": {"voice": "am_michael", "rate": 0.8}}
+    )
+    np.testing.assert_array_equal(aliased, pcm(server, voice="am_michael", input="Hello there.", speed=SPEED * 0.8))
 
 
 def test_fastapis_dialogue_body_is_the_same_turns_as_tags(server):
@@ -157,7 +162,7 @@ def test_a_server_without_tags_reads_them_as_text_and_refuses_dialogue():
     speaker = Speaker(NoModel())
     off = Limits(voice_tags=False)
     plan = plan_speech(speaker, "Hi [voice:bm_george] there.", "af_heart", 1.0, None, voices=VoiceBook(), limits=off)
-    assert " ".join(c.text for c in plan.chunks) == "Hi [voice: bm_george] there."  # the colon ends a clause
+    assert [c.text for c in plan.chunks] == ["Hi [voice:bm_george] there."]  # read as written
     assert {c.voice for c in plan.chunks} == {"af_heart"}
     with TestClient(create_app(speaker, limits=off)) as client:
         r = client.post("/dev/dialogue", json={"turns": [{"voice": "af_heart", "text": "Hi."}]})

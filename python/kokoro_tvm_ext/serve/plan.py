@@ -13,6 +13,7 @@ from kokoro_tvm_ext.serve.errors import ApiError
 from kokoro_tvm_ext.serve.options import MAX_INPUT_CHARS
 from kokoro_tvm_ext.speech import FIRST_CHUNK_TOKENS, MAX_TOKENS, Voice, tokenize
 from kokoro_tvm_ext.speech.markup import check_aliases, resolve_voice
+from kokoro_tvm_ext.speech.speaker import scaled_speed
 from kokoro_tvm_ext.support.errors import InvalidInputError
 
 
@@ -70,6 +71,8 @@ def plan_speech(
         "voice", lambda: voices.choose(resolve_voice(named, aliases)[0] if named in (aliases or {}) else voice)
     )
     chosen = _about("lang_code" if lang_code is not None else "voice", lambda: speaker.voice(spec, lang_code))
+    if isinstance(named, str) and named in every and (rate := resolve_voice(named, every)[2]) is not None:
+        speed = scaled_speed(speed, rate)  # the alias's pace, as where a tag names it
     return _about(
         "input",
         lambda: speaker.plan(

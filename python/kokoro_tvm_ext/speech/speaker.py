@@ -386,7 +386,7 @@ class Speaker:
                 if tokens.size:
                     speaking = voice if piece.voice is None else self.voice(piece.voice)
                     style = style_for(speaking.pack, tokens.size)
-                    pace = min(max(speed * piece.rate, MIN_SPEED), MAX_SPEED)
+                    pace = scaled_speed(speed, piece.rate)
                     seed_i = seeds(spoken)
                     lead, tail = edges[id(piece)]
                     chunks.append(
@@ -486,6 +486,11 @@ def join(chunks: Sequence[SpeechChunk], sample_rate: int) -> Speech:
 
 def _is_pack_file(spec) -> bool:
     return isinstance(spec, str) and spec.strip().endswith((".npy", ".pt"))
+
+
+def scaled_speed(speed: float, rate: float) -> float:
+    """``speed`` times a rate (a ``[rate:]`` tag's, an alias's), clamped to the speeds the model takes."""
+    return min(max(speed * rate, MIN_SPEED), MAX_SPEED)
 
 
 def _check_speed(speed) -> float:
