@@ -178,3 +178,19 @@ def test_atomic_files_rename_all_or_none(tmp_path):
             (tmp_path / "d").mkdir()
             (tmp_path / "d" / "keep").write_text("")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b", "d"]
+
+
+def test_a_command_imports_only_its_own_module():
+    """`say` imports neither the other commands' modules nor the server's, the book's or Wyoming's libraries
+    (tens of ms each of a cold start); every command's arguments are still there when the whole parser is built
+    (tests, docs)."""
+    code = "import sys; from kokoro_tvm_ext.cli import build_parser; build_parser(only='say'); print(*sys.modules)"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert "kokoro_tvm_ext.cli.say" in loaded
+    for other in ("cli.serve", "cli.book", "cli.wyoming", "cli.compile", "cli.voices", "book", "serve.app"):
+        assert f"kokoro_tvm_ext.{other}" not in loaded, other
+    assert not {m.split(".")[0] for m in loaded} & {"fastapi", "uvicorn", "starlette", "ebooklib", "wyoming", "ray"}
+    from kokoro_tvm_ext.cli import COMMANDS, build_parser
+
+    (commands,) = [a for a in build_parser()._actions if a.dest == "command"]
+    assert all(len(commands.choices[name]._actions) > 1 for name, _, _ in COMMANDS)  # more than -h each

@@ -80,6 +80,7 @@ def every_option(tmp: Path) -> dict[str, tuple[str, object]]:
         "max_batch": ("3", 3),
         "first_chunk_tokens": ("7", 7),
         "docs": ("true", True),
+        "no_voice_tags": ("true", True),
         "max_body_bytes": ("5000", 5000),
         "max_requests": ("9", 9),
         "max_client_requests": ("2", 2),
@@ -136,6 +137,7 @@ def landed(built: server.Server, option: str):
         "api_key_file": built.guard.api_keys,
     }
     where |= {"voice_alias": built.voices.aliases, "voice_aliases": built.voices.aliases}
+    where |= {"no_voice_tags": not built.voice_tags}
     if option in where:
         return where[option]
     return getattr(built.guard if option in BOUNDS else built, option)
@@ -144,7 +146,7 @@ def landed(built: server.Server, option: str):
 def test_every_option_reaches_the_server_of_serve_and_of_the_deployment_alike(files, deploy, monkeypatch):
     values = every_option(files)
     assert set(values) == (set(server.OPTIONS) - set(ray_deployment.NOT_HERE)) | {"artifact", "lexicon", "threads"}
-    argv = ["serve", "--docs"]
+    argv = ["serve", "--docs", "--no-voice-tags"]  # the switches (True: the flag alone)
     for name, (_, value) in values.items():
         for one in value if isinstance(value, list) else [] if value is True else [value]:
             argv += [f"--{name.replace('_', '-')}", str(one)]

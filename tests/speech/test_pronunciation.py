@@ -5,21 +5,12 @@ bad lexicon lines are one InvalidInputError naming them. Planning only: the mode
 from __future__ import annotations
 
 import pytest
+from plan_only import NoModel
 
 from kokoro_tvm_ext.errors import InvalidInputError
 from kokoro_tvm_ext.speech import Speaker
 from kokoro_tvm_ext.speech.lexicon import Lexicon
 from kokoro_tvm_ext.speech.markup import Span
-
-
-class NoModel:
-    """Enough of a model to plan with; synthesizing is a test failure."""
-
-    sample_rate = 24000
-    max_tokens = 510
-
-    def iter_batch(self, *args):
-        raise AssertionError("planning called the model")
 
 
 @pytest.fixture(scope="module")

@@ -16,13 +16,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kokoro_tvm_ext.book.output import BookOutput, ChapterAudio
-from kokoro_tvm_ext.book.plan import UNIT_CHARS, Unit, chapter_units
+from kokoro_tvm_ext.book.plan import UNIT_CHARS, Unit, chapter_units, voiced_chapter
 from kokoro_tvm_ext.book.ray_backend import RayExecutor
 from kokoro_tvm_ext.book.render import Reading, UnitAudio, render_unit
 from kokoro_tvm_ext.book.resume import ChapterStore, book_key
 from kokoro_tvm_ext.book.sources import Book, Chapter
 from kokoro_tvm_ext.speech import Speaker, SpeakerConfig, Speech, Voice
-from kokoro_tvm_ext.speech.markup import parse_markup
+from kokoro_tvm_ext.speech.text_path import read_markup, span_voices
 from kokoro_tvm_ext.support.cache import interrupts_deferred
 from kokoro_tvm_ext.support.errors import InvalidInputError
 
@@ -41,12 +41,20 @@ class LocalExecutor:
         pass
 
 
-def check_markup(book: Book) -> None:
-    """Pause tags and inline pronunciations of every chapter, before any is spoken (a unit with an error
-    would otherwise be a silent one): the first bad one, named with its chapter."""
+def check_markup(book: Book, reading: Reading | None = None) -> None:
+    """Pause, voice and rate tags and inline pronunciations of every chapter, and the voices the tags (and
+    ``--dialogue-voice``) name, before any is spoken (a unit with an error would otherwise be a silent one): the
+    first bad one, named with its chapter."""
+    lang = reading.voice.lang if reading and reading.voice.lang else "a"
+    voices: set[str] = set()
     for number, chapter in enumerate(book.chapters, 1):
+        if reading is not None:
+            chapter = voiced_chapter(chapter, reading.dialogue_voice, reading.voice.spec)
         try:
-            parse_markup(chapter.text)
+            spans = read_markup(chapter.text, lang, aliases=reading.aliases if reading else None, voice_langs=False)
+            for name in set(span_voices(spans)) - voices:
+                Voice.load(name)
+                voices.add(name)
         except InvalidInputError as err:
             raise InvalidInputError(f"chapter {number} ({chapter.title}): {err}") from None
 
@@ -83,6 +91,7 @@ def speak_book(
     finished: dict[int, ChapterAudio] = {}
     units: list[Unit] = []
     expected: dict[int, int] = {}
+    chapters = [voiced_chapter(c, reading.dialogue_voice, reading.voice.spec) for c in chapters]
     for i, chapter in enumerate(chapters):
         kept = store.load(i, chapter)
         if kept is not None:
@@ -168,6 +177,8 @@ class BookJob:
         seed: int = 0,
         unit_chars: int | None = None,
         ray: str | None = None,
+        aliases: dict | None = None,
+        dialogue_voice: str | None = None,
     ) -> BookJob:
         """``ray``: a Ray cluster's address (or ``auto``); None: this process. Finds (or compiles) the artifact."""
         if ray:
@@ -175,7 +186,7 @@ class BookJob:
             config = replace(replace(config, threads=None).resolved(), threads=config.threads or 1)
         else:
             config = config.resolved()
-        reading = Reading(voice, speed, seed, config.lexicon)
+        reading = Reading(voice, speed, seed, config.lexicon, aliases, dialogue_voice)
         unit_chars = unit_chars or UNIT_CHARS
         digest, _ = config.artifact_identity()
         return cls(config, reading, unit_chars, ray, ChapterStore(output.path, book_key(reading, unit_chars, digest)))

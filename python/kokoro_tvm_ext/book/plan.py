@@ -11,11 +11,12 @@ cluster write the same samples.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from kokoro_tvm_ext.book.sources import Chapter
+from kokoro_tvm_ext.speech.markup import reading_tags, voice_quotes
 from kokoro_tvm_ext.support.errors import InvalidInputError
 
 UNIT_CHARS = 1500  # ~100 s of speech: long enough to batch, short enough to spread a chapter
@@ -26,6 +27,12 @@ class Unit:
     chapter: int
     index: int
     paragraphs: tuple[str, ...]
+    tags: str = ""  # the voice and rate tags in force where it starts (a chapter is one speech)
+
+    @property
+    def text(self) -> str:
+        """What its worker speaks: its paragraphs, read in the voice the chapter's tags left before it."""
+        return self.tags + "\n\n".join(self.paragraphs)
 
     @property
     def key(self) -> tuple[int, int]:
@@ -50,7 +57,19 @@ def chapter_units(chapter: Chapter, chapter_index: int, max_chars: int = UNIT_CH
         else:
             groups.append([para])
             size = len(para)
-    return [Unit(chapter_index, i, tuple(g)) for i, g in enumerate(groups)]
+    units, tags = [], ""
+    for i, group in enumerate(groups):
+        units.append(Unit(chapter_index, i, tuple(group), tags))
+        tags = reading_tags("\n\n".join(group), tags)
+    return units
+
+
+def voiced_chapter(chapter: Chapter, dialogue_voice: str | None, narrator: str) -> Chapter:
+    """The chapter with its quoted speech in ``dialogue_voice`` (``book --dialogue-voice``), each paragraph back in
+    the ``narrator``'s voice after it; the chapter itself without one."""
+    if not dialogue_voice:
+        return chapter
+    return replace(chapter, paragraphs=tuple(voice_quotes(p, dialogue_voice, narrator) for p in chapter.paragraphs))
 
 
 def chunk_seed(base_seed: int, chapter: int, unit: int, chunk: int) -> int:

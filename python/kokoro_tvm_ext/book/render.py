@@ -37,6 +37,8 @@ class Reading:
     speed: float
     seed: int
     lexicon: Lexicon | None = None  # the user's pronunciations (--lexicon)
+    aliases: dict | None = None  # names for voices in [voice:] tags (--cast, --voice-alias)
+    dialogue_voice: str | None = None  # quoted speech in this voice (--dialogue-voice)
 
 
 @dataclass
@@ -70,8 +72,10 @@ def render_unit(speaker, unit: Unit, reading: Reading) -> UnitAudio:
         warnings.simplefilter("ignore", UnknownPhonemeWarning)
         try:
             plan = speaker.plan(
-                "\n\n".join(unit.paragraphs),
+                unit.text,
                 reading.voice,
+                lang=reading.voice.lang,  # every voice reads the book's language
+                aliases=reading.aliases,
                 speed=reading.speed,
                 chunk_seeds=lambda k: chunk_seed(reading.seed, unit.chapter, unit.index, k),
                 first_chunk_tokens=FIRST_CHUNK_TOKENS if unit.index == 0 else None,  # a chapter is one speech

@@ -50,6 +50,8 @@ def book_key(reading: Reading, unit_chars: int, artifact: str) -> str:
         seed=reading.seed,
         unit_chars=unit_chars,
         **({"lexicon": reading.lexicon.digest} if reading.lexicon else {}),  # without one, the key is as before
+        **({"aliases": sorted((k, repr(v)) for k, v in reading.aliases.items())} if reading.aliases else {}),
+        **({"dialogue_voice": reading.dialogue_voice} if reading.dialogue_voice else {}),
         artifact=artifact,
     )
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
+from kokoro_tvm_ext.speech.markup import markup_tags
 from kokoro_tvm_ext.support.errors import InvalidInputError, MissingAssetError
 
 EXTENSIONS = (".epub", ".md", ".markdown", ".txt")
@@ -155,10 +156,21 @@ _MD_LINE_PREFIX = re.compile(r"^\s*(>\s?|[-*+]\s+|\d+[.)]\s+)+")
 
 
 def _markdown_plain(line: str) -> str:
+    """A line of markdown as plain text; pause, voice and rate tags kept as written (``[voice:am_adam]`` is no
+    emphasis)."""
     line = _MD_LINE_PREFIX.sub("", line)
+    out, end = [], 0
+    for start, stop, written in markup_tags(line):
+        if written == " ":  # a tag (an override's written words are the words themselves)
+            out += [_markdown_inline(line[end:start]), line[start:stop]]
+            end = stop
+    return "".join(out) + _markdown_inline(line[end:])
+
+
+def _markdown_inline(text: str) -> str:
     for pattern, repl in _MD_INLINE:
-        line = pattern.sub(repl, line)
-    return line
+        text = pattern.sub(repl, text)
+    return text
 
 
 def _markdown_chapters(text: str, stem: str) -> list[Chapter]:

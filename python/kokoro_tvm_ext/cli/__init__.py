@@ -3,29 +3,31 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 
 from kokoro_tvm_ext import __version__
-from kokoro_tvm_ext.cli import book, demo, say, serve, voices, weights, wyoming
-from kokoro_tvm_ext.cli import compile as compile_cmd
 from kokoro_tvm_ext.support.errors import KokoroError
 
-# (name, module): each module defines HELP, add_arguments(parser) and run(args) -> int.
+# (name, module of kokoro_tvm_ext.cli, one line for `kokoro-tvm --help`). Each module defines add_arguments(parser)
+# and run(args) -> int, and is imported only when its command runs or its help is asked for: `say` does not pay for
+# the server's, the book's and the compiler's imports (~0.1 s of a cold `say`).
 COMMANDS = [
-    ("say", say),
-    ("compile", compile_cmd),
-    ("voices", voices),
-    ("demo", demo),
-    ("serve", serve),
-    ("book", book),
-    ("weights", weights),
-    ("wyoming", wyoming),
+    ("say", "say", "speak text to an audio file (WAV, FLAC, MP3, Opus, AAC)"),
+    ("compile", "compile", "compile Kokoro into a deployable TVM artifact"),
+    ("voices", "voices", "list the voices (name, language, gender, source); --install unpacks all 54"),
+    ("demo", "demo", "compile and run a small Relax program that calls the Rust plugin"),
+    ("serve", "serve", "serve an OpenAI-compatible speech API (streaming, word timestamps)"),
+    ("book", "book", "speak an EPUB, markdown or text book to an audiobook (resumable; --ray for a cluster)"),
+    ("weights", "weights", "convert a Kokoro .pth checkpoint to .safetensors (which loads without torch)"),
+    ("wyoming", "wyoming", "speak for Home Assistant over the Wyoming protocol (streamed, every voice)"),
 ]
 
 
-def build_parser() -> argparse.ArgumentParser:
-
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; ``only``: the one command whose arguments are added (the others are listed with
+    their help line), as ``main`` builds it for the command it runs."""
     parser = argparse.ArgumentParser(
         prog="kokoro-tvm",
         description="Run Kokoro-82M text-to-speech on stock Apache TVM with the kokoro-tvm-ext plugin.",
@@ -33,13 +35,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"kokoro-tvm-ext {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, module in COMMANDS:
-        p = sub.add_parser(
-            name, help=module.HELP, description=module.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-        )
-        module.add_arguments(p)
-        p.set_defaults(run=module.run)
+    for name, module_name, summary in COMMANDS:
+        p = sub.add_parser(name, help=summary, formatter_class=argparse.RawDescriptionHelpFormatter)
+        if only is None or name == only:
+            module = importlib.import_module(f"{__name__}.{module_name}")
+            p.description = module.__doc__
+            module.add_arguments(p)
+            p.set_defaults(run=module.run)
     return parser
+
+
+def _command(argv: list[str]) -> str | None:
+    """The command ``argv`` names: its first word that is not an option."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     (:class:`~kokoro_tvm_ext.support.errors.KokoroError`: its ``exit_code``, 2 for input and 3 for
     assets, artifacts and the CPU; an OSError: 1) prints one line; anything else is a bug
     and keeps its traceback."""
-    parser = build_parser()
+    parser = build_parser(only=_command(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):
         parser.print_help()

@@ -25,18 +25,20 @@ import sys
 from kokoro_tvm_ext.book.job import BookJob, check_markup
 from kokoro_tvm_ext.book.output import BookOutput
 from kokoro_tvm_ext.book.plan import UNIT_CHARS
+from kokoro_tvm_ext.book.render import Reading
 from kokoro_tvm_ext.book.sources import EpubLimits, read_book
 from kokoro_tvm_ext.cli.options import (
+    add_cast_arguments,
     add_model_arguments,
     add_voice_arguments,
+    cast_aliases,
     check_voice_arguments,
     speaker_config,
 )
 from kokoro_tvm_ext.speech import Voice
+from kokoro_tvm_ext.speech.markup import resolve_voice
 from kokoro_tvm_ext.speech.voices import DEFAULT_VOICE
 from kokoro_tvm_ext.support.errors import InvalidInputError
-
-HELP = "speak an EPUB, markdown or text book to an audiobook (resumable; --ray for a cluster)"
 
 
 def add_arguments(parser) -> None:
@@ -48,6 +50,12 @@ def add_arguments(parser) -> None:
         help="a .m4b or .mp3 file (with chapter markers), or a directory for one file per chapter",
     )
     add_voice_arguments(parser, DEFAULT_VOICE)
+    add_cast_arguments(parser)
+    parser.add_argument(
+        "--dialogue-voice",
+        metavar="VOICE",
+        help='read quoted speech (“…”, „…“, «…», 「…」, ‘…’, "…") in this voice, the narration in --voice',
+    )
     parser.add_argument(
         "--format",
         default="wav",
@@ -131,10 +139,21 @@ def run(args) -> int:
     output, config = _check(args)
     limits = EpubLimits(args.max_book_bytes, args.max_book_entries, args.max_book_ratio, args.max_book_text_bytes)
     book = read_book(args.input, limits)
-    check_markup(book)
     voice = Voice.load(args.voice, args.lang)
+    aliases = cast_aliases(args) if args.cast or args.voice_alias else None  # a book's key keeps without them
+    if args.dialogue_voice:
+        Voice.load(resolve_voice(args.dialogue_voice, aliases, "--dialogue-voice")[0])  # before anything slow
+    check_markup(book, Reading(voice, args.speed, args.seed, None, aliases, args.dialogue_voice))
     job = BookJob.prepare(
-        config, voice, output, speed=args.speed, seed=args.seed, unit_chars=args.unit_chars, ray=args.ray
+        config,
+        voice,
+        output,
+        speed=args.speed,
+        seed=args.seed,
+        unit_chars=args.unit_chars,
+        ray=args.ray,
+        aliases=aliases,
+        dialogue_voice=args.dialogue_voice,
     )
     try:
         spoken, written, sample_rate = job.run(book, output, quiet=args.quiet)

@@ -29,8 +29,6 @@ from kokoro_tvm_ext.model.runtime.cpu_features import described, host_arch
 from kokoro_tvm_ext.model.weights import find_weights, load_kmodel
 from kokoro_tvm_ext.support.errors import InvalidInputError, MissingAssetError
 
-HELP = "compile Kokoro into a deployable TVM artifact"
-
 
 def add_arguments(parser) -> None:
     parser.add_argument("-o", "--out", help="output directory (default: the user cache, where `say` looks)")

@@ -10,8 +10,6 @@ import numpy as np
 
 import kokoro_tvm_ext
 
-HELP = "compile and run a small Relax program that calls the Rust plugin"
-
 
 def add_arguments(parser) -> None:
     parser.add_argument("--channels", type=int, default=128, help="channels (default: %(default)s)")

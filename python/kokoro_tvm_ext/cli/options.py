@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+from kokoro_tvm_ext.serve.openai_voices import OPENAI_VOICES, parse_alias
 from kokoro_tvm_ext.serve.options import check_scheduling
 from kokoro_tvm_ext.serve.scheduler import MAX_BATCH
 from kokoro_tvm_ext.speech.chunks import FIRST_CHUNK_TOKENS
 from kokoro_tvm_ext.speech.config import PRECISIONS, SpeakerConfig
 from kokoro_tvm_ext.speech.languages import codes_text, tags_text
+from kokoro_tvm_ext.speech.markup import check_aliases
 from kokoro_tvm_ext.speech.speaker import MAX_SPEED, MIN_SPEED
 from kokoro_tvm_ext.support.errors import InvalidInputError
 
@@ -55,6 +58,41 @@ def add_voice_arguments(parser, default_voice: str) -> None:
     parser.add_argument("--lang", help=f"the text's language, if not the voice's: {codes_text()}, or {tags_text()}")
     parser.add_argument("--speed", type=float, default=1.0, help="speaking rate, 0.1 to 10 (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0, help="noise seed, for reproducible audio (default: %(default)s)")
+
+
+def add_cast_arguments(parser) -> None:
+    """--voice-alias, --cast: the names [voice:NAME] tags and SSML's <voice name> may use."""
+    parser.add_argument(
+        "--voice-alias",
+        action="append",
+        default=[],
+        metavar="NAME=VOICE",
+        help="a name for a voice or blend in [voice:NAME] tags (repeatable); OpenAI's voice names are aliases too",
+    )
+    parser.add_argument(
+        "--cast",
+        metavar="FILE",
+        help='a JSON object of aliases, as Kokoro-FastAPI\'s voice_aliases: {"narrator": "bm_george", '
+        '"alice": {"voice": "af_heart", "rate": 1.1}}',
+    )
+
+
+def cast_aliases(args) -> dict:
+    """The aliases --cast and --voice-alias give (a flag wins over the file), over OpenAI's voice names."""
+    aliases: dict = dict(OPENAI_VOICES)
+    if args.cast:
+        path = Path(args.cast).expanduser()
+        try:
+            cast = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as err:
+            raise InvalidInputError(f"--cast {args.cast}: cannot read it ({err.strerror})") from None
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise InvalidInputError(f"--cast {args.cast} is not JSON: {err}") from None
+        aliases.update(check_aliases(cast, f"--cast {args.cast}"))
+    for flag in args.voice_alias:
+        name, voice = parse_alias(flag)
+        aliases[name] = voice
+    return check_aliases(aliases, "--voice-alias")
 
 
 def add_scheduler_arguments(parser) -> None:

@@ -23,7 +23,11 @@ Examples:
   kokoro-tvm say "Smaller files." -o hello.mp3
   kokoro-tvm say "To standard output." -o - > out.wav
   kokoro-tvm say "To standard output." -o - --format flac > out.flac
-  kokoro-tvm say "Nous avons marché." --voice ff_siwis -o fr.wav --subtitles fr.srt"""
+  kokoro-tvm say "Nous avons marché." --voice ff_siwis -o fr.wav --subtitles fr.srt
+  kokoro-tvm say "Where were you? [voice:bm_george]Out. [rate:0.8]Walking." -o talk.wav
+  kokoro-tvm say "[voice:host]Welcome." --voice-alias host=af_heart --cast cast.json -o host.wav
+  kokoro-tvm say '<speak>Call <say-as interpret-as="telephone">555-0100</say-as>.</speak>' -o call.wav
+Voice and rate tags and SSML: docs/markup.md."""
 
 from __future__ import annotations
 
@@ -33,19 +37,20 @@ import warnings
 from pathlib import Path
 
 from kokoro_tvm_ext.cli.options import (
+    add_cast_arguments,
     add_model_arguments,
     add_voice_arguments,
+    cast_aliases,
     check_voice_arguments,
     speaker_config,
 )
 from kokoro_tvm_ext.speech import Speaker, Voice, join
 from kokoro_tvm_ext.speech.audio import FORMATS, SUFFIXES, check_format, encode_audio, format_of, write_audio
 from kokoro_tvm_ext.speech.subtitles import render, subtitle_format
+from kokoro_tvm_ext.speech.text_path import read_markup, span_voices
 from kokoro_tvm_ext.speech.voices import DEFAULT_VOICE
 from kokoro_tvm_ext.support.cache import AtomicFiles, check_writable_file
 from kokoro_tvm_ext.support.errors import InvalidInputError
-
-HELP = "speak text to an audio file (WAV, FLAC, MP3, Opus, AAC)"
 
 
 def add_arguments(parser) -> None:
@@ -62,6 +67,10 @@ def add_arguments(parser) -> None:
         help=f"the audio format: {', '.join(FORMATS)} (default: from -o's extension; wav for -o -)",
     )
     add_voice_arguments(parser, DEFAULT_VOICE)
+    add_cast_arguments(parser)
+    parser.add_argument(
+        "--ssml", action="store_true", help="the text is an SSML document (it is anyway when it starts with <speak)"
+    )
     parser.add_argument("--phonemes", metavar="PHONEMES", help="speak these phonemes instead of text")
     parser.add_argument("--subtitles", metavar="FILE", help="also write word timings as subtitles (.srt or .vtt)")
     add_model_arguments(parser)
@@ -107,6 +116,17 @@ def _check(args):
         ):
             raise InvalidInputError(f"--subtitles {args.subtitles} is the -o file too: give it another name")
     check_voice_arguments(args)
+    if args.phonemes is None:
+        voice = Voice.load(args.voice, args.lang)  # the text's language, for the markup's check
+        spans = read_markup(
+            args.text,
+            voice.lang or "a",
+            aliases=cast_aliases(args),
+            ssml=args.ssml or None,
+            voice_langs=not args.lang,
+        )
+        for name in span_voices(spans):
+            Voice.load(name)  # a tag's unknown voice, before the slow steps
     return speaker_config(args)
 
 
@@ -136,7 +156,16 @@ def run(args) -> int:
     started = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("always")
-        plan = speaker.plan(args.text, voice, phonemes=args.phonemes, speed=args.speed, seed=args.seed)
+        plan = speaker.plan(
+            args.text,
+            voice,
+            phonemes=args.phonemes,
+            lang=args.lang,
+            speed=args.speed,
+            seed=args.seed,
+            aliases=cast_aliases(args),
+            ssml=args.ssml or None,
+        )
         speech = join(
             list(_with_progress(speaker.run(plan), len(plan.chunks), speaker.sample_rate)), speaker.sample_rate
         )

@@ -48,8 +48,6 @@ from kokoro_tvm_ext.serve.options import MAX_INPUT_CHARS, GuardConfig
 from kokoro_tvm_ext.speech.config import BACKENDS
 from kokoro_tvm_ext.support.errors import InvalidInputError, MissingAssetError
 
-HELP = "serve an OpenAI-compatible speech API (streaming, word timestamps)"
-
 
 def add_arguments(parser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
@@ -178,6 +176,11 @@ def add_arguments(parser) -> None:
         help="a Wyoming client that sends no event for SECONDS while the server waits for one (or reads no "
         "answer, with nothing being spoken) is disconnected, so idle connections cannot hold every slot "
         "(default: %(default)g)",
+    )
+    parser.add_argument(
+        "--no-voice-tags",
+        action="store_true",
+        help="read [voice:] and [rate:] tags as text and refuse POST /dev/dialogue (docs/markup.md)",
     )
     parser.add_argument(
         "--docs",

@@ -19,8 +19,6 @@ from kokoro_tvm_ext.speech.languages import BY_CODE
 from kokoro_tvm_ext.speech.voices import sdist
 from kokoro_tvm_ext.support.errors import InvalidInputError
 
-HELP = "list the voices (name, language, gender, source); --install unpacks all 54"
-
 
 def add_arguments(parser) -> None:
     parser.add_argument("--lang", help="only this language (a code like e, or es, fr, ja, ...)")

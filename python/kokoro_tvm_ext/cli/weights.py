@@ -16,8 +16,6 @@ from kokoro_tvm_ext.model.weights.files import SAFETENSORS, read_checkpoint
 from kokoro_tvm_ext.support.cache import AtomicFiles, check_writable_file
 from kokoro_tvm_ext.support.errors import InvalidInputError
 
-HELP = "convert a Kokoro .pth checkpoint to .safetensors (which loads without torch)"
-
 
 def add_arguments(parser) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)

@@ -37,8 +37,6 @@ from kokoro_tvm_ext.speech import DEFAULT_VOICE, Speaker
 from kokoro_tvm_ext.speech.speaker import MAX_SPEED, MIN_SPEED
 from kokoro_tvm_ext.support.errors import InvalidInputError, MissingAssetError
 
-HELP = "speak for Home Assistant over the Wyoming protocol (streamed, every voice)"
-
 
 def add_arguments(parser) -> None:
     parser.add_argument(

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from kokoro_tvm_ext.serve.errors import ApiError
 from kokoro_tvm_ext.serve.options import MAX_INPUT_CHARS
 from kokoro_tvm_ext.speech import FIRST_CHUNK_TOKENS, MAX_TOKENS, Voice, tokenize
+from kokoro_tvm_ext.speech.markup import check_aliases, resolve_voice
+from kokoro_tvm_ext.speech.speaker import scaled_speed
 from kokoro_tvm_ext.support.errors import InvalidInputError
 
 
@@ -20,6 +22,7 @@ class Limits:
     max_input_chars: int = MAX_INPUT_CHARS
     max_tokens: int = MAX_TOKENS
     first_chunk_tokens: int = FIRST_CHUNK_TOKENS  # 0: the first clause, past 60 tokens; N > 0: at N tokens
+    voice_tags: bool = True  # False: [voice:] and [rate:] read as text (`serve --no-voice-tags`)
 
 
 def _about(param: str, work):
@@ -44,24 +47,75 @@ def _check_length(text: str, param: str, limits: Limits) -> None:
 
 
 def plan_speech(
-    speaker, text: str, voice: str, speed: float, lang_code: str | None, *, voices, limits: Limits, cancel=None
+    speaker,
+    text: str,
+    voice: str,
+    speed: float,
+    lang_code: str | None,
+    *,
+    voices,
+    limits: Limits,
+    cancel=None,
+    aliases: dict | None = None,
+    ssml: bool = False,
 ):
     """The request's ``SpeechPlan``, by the one chunking policy (``say``'s and Wyoming's too): one sentence per
     chunk, the first cut early so its audio comes soon. ``cancel``: a ``threading.Event`` that stops the
-    planning (RequestCancelled) once set."""
+    planning (RequestCancelled) once set. ``aliases``: the request's ``voice_aliases`` (over the server's), for
+    ``voice`` and voice tags; ``ssml``: the input is an SSML document (it is anyway when it starts with
+    ``<speak``)."""
     _check_length(text, "input", limits)
-    spec = _about("voice", lambda: voices.choose(voice))
+    every = _about("voice_aliases", lambda: request_aliases(voices, aliases))
+    named = voice.strip() if isinstance(voice, str) else voice
+    spec = _about(
+        "voice", lambda: voices.choose(resolve_voice(named, aliases)[0] if named in (aliases or {}) else voice)
+    )
     chosen = _about("lang_code" if lang_code is not None else "voice", lambda: speaker.voice(spec, lang_code))
+    if isinstance(named, str) and named in every and (rate := resolve_voice(named, every)[2]) is not None:
+        speed = scaled_speed(speed, rate)  # the alias's pace, as where a tag names it
     return _about(
         "input",
         lambda: speaker.plan(
             text,
             chosen,
+            lang=lang_code,
             speed=speed,
             first_chunk_tokens=limits.first_chunk_tokens,
             cancel=cancel,
+            aliases=every,
+            tags=limits.voice_tags,
+            ssml=True if ssml else None,
         ),
     )
+
+
+def dialogue_text(turns, pause: float) -> str:
+    """Dialogue turns as one text of voice tags, a pause tag where the voice changes (turns of one voice in a row
+    are one): what ``/dev/dialogue`` speaks, so it is the speech of the same tags sent to ``/v1/audio/speech``."""
+    parts, last = [], None
+    for turn in turns:
+        if turn.voice != last:
+            if last is not None and round(pause * 1000):
+                parts.append(f"[pause:{round(pause * 1000)}ms]")
+            parts.append(f"[voice:{turn.voice}]")
+        parts.append(turn.text)
+        last = turn.voice
+    return " ".join(parts)
+
+
+def request_aliases(voices, aliases: dict | None) -> dict:
+    """The server's aliases with a request's ``voice_aliases`` over them, each of the request's checked (syntax,
+    and its voices installed)."""
+    if not aliases:
+        return dict(voices.aliases)
+    given = check_aliases(aliases, "voice_aliases")
+    for name in given:
+        spec = resolve_voice(name, given)[0]
+        try:
+            voices.choose(spec)
+        except InvalidInputError as err:
+            raise type(err)(f"voice_aliases: the alias {name!r}: {err}") from None
+    return {**voices.aliases, **given}
 
 
 def plan_phonemes(speaker, phonemes: str, voice: str, speed: float, *, voices, limits: Limits, cancel=None):

@@ -51,6 +51,11 @@ class SpeechRequest(AudioOptions):
     input: str
     lang_code: str | None = None
     stream_format: Literal["audio", "sse"] = "audio"
+    # Kokoro-FastAPI's (docs/markup.md): names for voices (or {"voice", "rate"}) in ``voice`` and [voice:] tags;
+    # SSML input; ``allow_voice_tags`` is accepted, tags are read unless the server turned them off.
+    voice_aliases: dict[str, str | dict[str, str | float]] | None = None
+    allow_voice_tags: bool | None = None
+    ssml: bool = False
 
     @field_validator("model")
     @classmethod
@@ -69,6 +74,32 @@ class CaptionedSpeechRequest(SpeechRequest):
     """``POST /dev/captioned_speech``: the same plus ``return_timestamps`` (its stream is JSON lines, not SSE)."""
 
     return_timestamps: bool = True
+
+
+class DialogueTurn(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    voice: str
+    text: str
+
+    @field_validator("voice")
+    @classmethod
+    def _plain_name(cls, value: str) -> str:
+        if "[" in value or "]" in value:
+            raise ValueError(f"voice {value!r} has a bracket: give a voice, a blend or an alias")
+        return _not_blank(value, "voice", "voice of this turn")
+
+
+class DialogueRequest(AudioOptions):
+    """``POST /dev/dialogue`` (Kokoro-FastAPI's): turns, each in its voice, ``pause_between_turns`` seconds of
+    silence where the voice changes (consecutive turns of one voice are one). The same speech as the turns
+    written as ``[voice:]`` tags in one input."""
+
+    turns: list[DialogueTurn] = Field(min_length=1, max_length=10_000)
+    pause_between_turns: float = Field(0.3, ge=0.0, le=10.0)
+    lang_code: str | None = None
+    voice_aliases: dict[str, str | dict[str, str | float]] | None = None
+    model: str = "kokoro"
 
 
 class PhonemizeRequest(BaseModel):

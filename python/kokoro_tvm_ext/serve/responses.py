@@ -54,7 +54,7 @@ async def audio_whole(stream: ChunkStream, fmt: str, sample_rate: int) -> bytes:
 
 
 def _times(chunk, timestamps: bool) -> list[dict]:
-    return [t.as_json() for t in chunk.words if t.word] if timestamps else []
+    return [t.as_json() for t in chunk.words if t.word or t.mark is not None] if timestamps else []
 
 
 async def captioned_lines(stream: ChunkStream, fmt: str, sample_rate: int, timestamps: bool):

@@ -32,6 +32,7 @@ class Server:
     max_batch: int
     first_chunk_tokens: int
     docs: bool
+    voice_tags: bool = True
 
     def open_speaker(self):
         """The model loaded and warmed up (the app answers /health once it can synthesize)."""
@@ -49,6 +50,7 @@ class Server:
             max_input_chars=self.max_input_chars,
             max_tokens=speaker.max_tokens,
             first_chunk_tokens=self.first_chunk_tokens,
+            voice_tags=self.voice_tags,
         )
         return create_app(
             speaker, voices=self.voices, limits=limits, guard=self.guard, max_batch=self.max_batch, docs=self.docs
@@ -85,11 +87,13 @@ def server(
     max_batch: int = MAX_BATCH,
     first_chunk_tokens: int = FIRST_CHUNK_TOKENS,
     docs: bool = False,
+    no_voice_tags: bool = False,
     as_flags: bool = False,
     **bounds,
 ) -> Server:
     """The checked server. Each option is `kokoro-tvm serve`'s flag of the same name (``api_key``: the keys,
-    ``api_key_file``: files of keys, ``voice_alias``: ``NAME=VOICE`` lines, ``voice_aliases``: files of them; None
+    ``api_key_file``: files of keys, ``voice_alias``: ``NAME=VOICE`` lines, ``voice_aliases``: files of them,
+    ``no_voice_tags``: read ``[voice:]`` and ``[rate:]`` tags as text and refuse ``/dev/dialogue``; None
     as none, as argparse leaves a repeatable flag not given);
     ``bounds``: the request and connection bounds of ``options.BOUNDS``; ``host``: where the server listens, which
     defaults the allowed hosts. ``speaker``: the model, checked here and its lexicon read. A bad value is one
@@ -117,6 +121,7 @@ def server(
         max_batch=max_batch,
         first_chunk_tokens=first_chunk_tokens,
         docs=bool(docs),
+        voice_tags=not no_voice_tags,
     )
 
 

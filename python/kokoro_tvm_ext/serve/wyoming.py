@@ -59,7 +59,9 @@ from kokoro_tvm_ext.serve.options import MAX_INPUT_CHARS, WYOMING_URI
 from kokoro_tvm_ext.speech import DEFAULT_VOICE, FIRST_CHUNK_TOKENS, list_voices
 from kokoro_tvm_ext.speech.audio import to_int16
 from kokoro_tvm_ext.speech.languages import BY_CODE, resolve_lang
+from kokoro_tvm_ext.speech.markup import reading_tags
 from kokoro_tvm_ext.speech.sentences import SentenceBuffer, ends_paragraph
+from kokoro_tvm_ext.speech.ssml import is_ssml
 from kokoro_tvm_ext.speech.text_checks import clean_text
 from kokoro_tvm_ext.speech.voices import voice_language
 from kokoro_tvm_ext.support.errors import AssetError, InvalidInputError, KokoroError, RequestCancelled
@@ -274,14 +276,29 @@ class TextStream:
         self._sentences = SentenceBuffer(voice.lang or "a")
         self._chunks = 0  # chunks planned so far: the next one's seed (a pause takes none)
         self._after_sentence = False  # the last piece ended with a spoken sentence of a paragraph that goes on
+        self._tags = ""  # the voice and rate tags in force after the text planned so far
+        self._document: list[str] | None = None  # an SSML document, held until its end (None: plain text)
+        self._started = False
 
     def add(self, text: str) -> str:
         """More text; what of the text so far is complete sentences now, not given before (maybe ''). The
-        text is cleaned first, as ``Speaker.plan`` cleans it, so the cuts see the characters the plan reads."""
-        return self._sentences.add(clean_text(text))
+        text is cleaned first, as ``Speaker.plan`` cleans it, so the cuts see the characters the plan reads. A
+        text that starts with ``<`` is an SSML document: it is planned whole at the end."""
+        text = clean_text(text)
+        if not self._started and text.strip():
+            self._started = True
+            if text.lstrip().startswith("<"):
+                self._document = []
+        if self._document is not None:
+            self._document.append(text)
+            return ""
+        return self._sentences.add(text)
 
     def rest(self) -> str:
-        """The text not given by ``add`` (the last sentence, ended or not)."""
+        """The text not given by ``add`` (the last sentence, ended or not; an SSML document whole)."""
+        if self._document is not None:
+            document, self._document = "".join(self._document), []
+            return document
         return self._sentences.rest()
 
     @property
@@ -291,6 +308,8 @@ class TextStream:
 
     def plan(self, text: str, cancel: threading.Event | None = None):
         """``text`` (what ``add`` or ``rest`` gave, in order, or the whole text) planned as the speech's next part."""
+        if not is_ssml(text):  # the voice and rate tags of the pieces before: read as in the whole text
+            text, self._tags = self._tags + text, reading_tags(text, self._tags)
         plan = self.speaker.plan(
             text,
             self.voice,

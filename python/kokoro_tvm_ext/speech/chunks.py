@@ -53,6 +53,9 @@ class Chunk:
     phonemes: str
     ends_sentence: bool = False  # its sentence ends with it (not a clause or a piece of the sentence)
     paragraph: int = 1  # the paragraph it is in (counted from 1): its edges' silences depend on it (.edges)
+    voice: str | None = None  # its span's voice (None: the request's), language and rate
+    lang: str | None = None
+    rate: float = 1.0
 
     @property
     def text(self) -> str:
@@ -215,7 +218,7 @@ def chunk_sentences(
         )
         if chunks:
             first = None  # the speech's first chunk is made
-        out += [replace(c, paragraph=item.paragraph) for c in chunks]
+        out += [replace(c, paragraph=item.paragraph, voice=item.voice, lang=item.lang, rate=item.rate) for c in chunks]
     return out
 
 

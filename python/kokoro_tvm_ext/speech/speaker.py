@@ -42,7 +42,7 @@ from kokoro_tvm_ext.speech.config import SpeakerConfig
 from kokoro_tvm_ext.speech.edges import GAPS, EdgeCut, edge_cut, joint_after
 from kokoro_tvm_ext.speech.languages import BY_CODE, language
 from kokoro_tvm_ext.speech.lexicon import Lexicon, load_lexicon
-from kokoro_tvm_ext.speech.markup import Pause
+from kokoro_tvm_ext.speech.markup import Aliases, Mark, Pause
 from kokoro_tvm_ext.speech.text_checks import clean_text
 from kokoro_tvm_ext.speech.text_path import read_text
 from kokoro_tvm_ext.speech.timestamps import WordTiming, within, word_timings
@@ -108,14 +108,19 @@ class PlannedChunk:
     # the model's own silence stays): see .edges.
     lead: float | None = None
     tail: float | None = None
+    voice: str = ""  # the voice that speaks it (a spec, as the request or its tag named it)
+    lang: str | None = None  # the language its words were read in (None: the plan's voice's)
+    mark: str | None = None  # a named place (SSML's <mark>): no audio, one timing entry
 
     @classmethod
-    def pause(cls, samples: int) -> PlannedChunk:
-        return cls("", np.zeros(0, np.int64), np.zeros((1, STYLE_DIM), np.float32), 1.0, 0, (), samples)
+    def pause(cls, samples: int, mark: str | None = None) -> PlannedChunk:
+        silent = np.zeros((1, STYLE_DIM), np.float32)
+        return cls("", np.zeros(0, np.int64), silent, 1.0, 0, (), samples, mark=mark)
 
     @property
     def is_pause(self) -> bool:
-        return self.pause_samples > 0
+        """Made without the model: silence, or a mark (no samples)."""
+        return self.pause_samples > 0 or self.mark is not None
 
     @property
     def text(self) -> str:
@@ -189,10 +194,13 @@ class SpeechPlan:
         timings = word_timings(chunk.words, durations, self.vocab, sample_rate=self.sample_rate) if chunk.words else []
         if timings:
             timings = within(timings, cut.start / self.sample_rate, len(audio) / self.sample_rate)
-        words = [w.shifted(start) for w in timings]
+        words = [replace(w.shifted(start), voice=chunk.voice or None) for w in timings]
+        if chunk.mark is not None:
+            words = [WordTiming("", start, start, space_after=False, mark=chunk.mark)]
         if words and chunk.ends_sentence:
             words[-1] = replace(words[-1], sentence_end=True)  # subtitles' cues end there
-        if words and index < len(self.chunks) - 1 and self.voice.lang and BY_CODE[self.voice.lang].spaced:
+        spaced = words and chunk.mark is None and index < len(self.chunks) - 1
+        if spaced and (lang := chunk.lang or self.voice.lang) and BY_CODE[lang].spaced:
             # A chunk ends at a space of the text (a sentence, a clause, a pause): keep it for subtitles' text.
             words[-1] = replace(words[-1], space_after=True)
         self._offset += len(audio) / self.sample_rate
@@ -293,6 +301,9 @@ class Speaker:
         cancel: threading.Event | None = None,
         lexicon: Lexicon | None = None,
         pack_sentences: bool | None = None,
+        aliases: Aliases | None = None,
+        tags: bool = True,
+        ssml: bool | None = None,
         after_sentence: bool = False,
     ) -> SpeechPlan:
         """Text (or ``phonemes``) -> its chunks, by the one chunking policy (:mod:`.chunks`): sentences cut
@@ -308,6 +319,13 @@ class Speaker:
         Text markup: ``[word](/phonemes/)`` speaks the word with those phonemes; ``[pause:0.5s]`` is a chunk
         of silence there (it ends the chunk before it, and takes no noise seed: the chunks around it get the
         seeds they would get without it). ``lexicon`` replaces the speaker's for this plan.
+
+        Voices, languages and rates (:mod:`.markup`): ``[voice:NAME]`` speaks what follows in NAME (``aliases``:
+        names for voice specs, ``{"voice":..., "rate":...}`` too; ``tags=False`` reads the tags as text),
+        with its language's G2P (every voice with ``lang``'s, when it is given); ``[rate:X]`` multiplies
+        ``speed`` by X (clamped to the allowed speeds). A ``<speak>`` document is SSML (:mod:`.ssml`; ``ssml``
+        True/False insists). Each chunk has its voice's style, its speed and its seed by its place, so a
+        sentence switched to voice V is what V gives there.
 
         Each chunk's edges keep the pause its cut calls for (:mod:`.edges`); ``after_sentence``: the text goes on
         a speech right after a sentence of the same paragraph (a stream's next piece), so its first chunk starts
@@ -341,6 +359,10 @@ class Speaker:
                 vocab=self.vocab,
                 lexicon=lexicon if lexicon is not None else self.lexicon,
                 cancel=cancel,
+                aliases=aliases,
+                tags=tags,
+                ssml=ssml,
+                voice_langs=not lang,
             )
             pieces = chunk_sentences(
                 sentences, self.vocab, max_tokens=self.max_tokens, first_chunk_tokens=first_chunk_tokens
@@ -354,12 +376,17 @@ class Speaker:
             warnings.simplefilter("ignore")  # not once more per chunk
             for piece in pieces:
                 check_cancelled(cancel)
+                if isinstance(piece, Mark):
+                    chunks.append(PlannedChunk.pause(0, mark=piece.name))
+                    continue
                 if isinstance(piece, Pause):
                     chunks.append(PlannedChunk.pause(piece.samples(self.sample_rate)))
                     continue
                 tokens = np.array(tokenize(piece.phonemes, self.vocab), np.int64)
                 if tokens.size:
-                    style = style_for(voice.pack, tokens.size)
+                    speaking = voice if piece.voice is None else self.voice(piece.voice)
+                    style = style_for(speaking.pack, tokens.size)
+                    pace = scaled_speed(speed, piece.rate)
                     seed_i = seeds(spoken)
                     lead, tail = edges[id(piece)]
                     chunks.append(
@@ -367,13 +394,15 @@ class Speaker:
                             piece.phonemes,
                             tokens,
                             style,
-                            speed,
+                            pace,
                             seed_i,
                             piece.words,
                             0,
                             piece.ends_sentence,
                             lead,
                             tail,
+                            speaking.spec,
+                            piece.lang,
                         )
                     )
                     spoken += 1
@@ -433,6 +462,8 @@ def _edge_silences(
     edges = {}
     before: Chunk | Pause | None = None
     for piece in pieces:
+        if isinstance(piece, Mark):
+            continue  # a place in the text, no sound: the chunks around it join as without it
         if isinstance(piece, Chunk):
             if isinstance(before, Chunk):
                 lead = _half_gap(joint_after(before.ends_sentence, before.paragraph == piece.paragraph))
@@ -455,6 +486,11 @@ def join(chunks: Sequence[SpeechChunk], sample_rate: int) -> Speech:
 
 def _is_pack_file(spec) -> bool:
     return isinstance(spec, str) and spec.strip().endswith((".npy", ".pt"))
+
+
+def scaled_speed(speed: float, rate: float) -> float:
+    """``speed`` times a rate (a ``[rate:]`` tag's, an alias's), clamped to the speeds the model takes."""
+    return min(max(speed * rate, MIN_SPEED), MAX_SPEED)
 
 
 def _check_speed(speed) -> float:

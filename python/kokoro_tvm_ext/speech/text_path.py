@@ -4,8 +4,9 @@ Each stage consumes what the one before it made and imports nothing after it (``
 checks it), as a tokenizer's normalizer, pre-tokenizer and model do:
 
 1. :func:`~kokoro_tvm_ext.speech.text_checks.clean_text`: the one normalization and check of text;
-2. :mod:`.markup`: inline overrides and pause tags -> :class:`~kokoro_tvm_ext.speech.markup.Span` s (runs of
-   text read one way, in the language given) and the pauses between them;
+2. :mod:`.markup` (or :mod:`.ssml` for a ``<speak>`` document): inline overrides, pause, voice and rate tags
+   -> :class:`~kokoro_tvm_ext.speech.markup.Span` s (runs of text read one way: voice, language, rate) and the
+   pauses and marks between them;
 3. :mod:`.lexicon`: a user's words made overrides inside the spans;
 4. :mod:`.sentences`: the spans cut into sentences (a blank line, so a heading, always ends one), each in order
    with the number of its paragraph;
@@ -22,8 +23,9 @@ import threading
 from kokoro_tvm_ext.speech.g2p import read_sentences
 from kokoro_tvm_ext.speech.g2p.words import SentenceWords, Word, concat_paragraphs, join_words
 from kokoro_tvm_ext.speech.languages import language, warn_if_foreign
-from kokoro_tvm_ext.speech.markup import Pause, parse_spans, segments_of, written_text
+from kokoro_tvm_ext.speech.markup import Aliases, Pause, Span, parse_spans, segments_of, written_text
 from kokoro_tvm_ext.speech.sentences import split_spans
+from kokoro_tvm_ext.speech.ssml import is_ssml, parse_ssml
 from kokoro_tvm_ext.speech.text_checks import clean_text
 from kokoro_tvm_ext.support.errors import InvalidInputError
 
@@ -35,6 +37,10 @@ def read_text(
     vocab: dict[str, int] | None = None,
     lexicon=None,
     cancel: threading.Event | None = None,
+    aliases: Aliases | None = None,
+    tags: bool = True,
+    ssml: bool | None = None,
+    voice_langs: bool = True,
 ) -> list[SentenceWords | Pause]:
     """Text -> its sentences' Words and its pauses, in order, through every stage of the module. ``lang``: a
     one-letter code or an alias (``en-us``, ``fr``, ...); ``vocab``: the phoneme set overrides are checked
@@ -42,18 +48,47 @@ def read_text(
     phonemes of its words. Raises InvalidInputError for an unknown language, text that is empty or malformed
     markup; warns (:class:`~kokoro_tvm_ext.speech.languages.LanguageMismatchWarning`) when the text has none of
     the language's script; raises RequestCancelled between sentences (and inside long ones) once ``cancel`` is
-    set."""
+    set. Voice and rate tags (``tags``; ``aliases`` as for :func:`~kokoro_tvm_ext.speech.markup.parse_spans`)
+    and SSML (``ssml``: True, False, or None: when the text starts with ``<speak`` or ``<?xml``) give spans in
+    other voices, languages and rates: each :class:`SentenceWords` carries its span's."""
     info = language(lang)
-    spans = parse_spans(clean_text(text), info.code, vocab)
+    spans = read_markup(text, info.code, vocab=vocab, aliases=aliases, tags=tags, ssml=ssml, voice_langs=voice_langs)
     if lexicon is not None:
         spans = lexicon.apply(spans)
     segments = segments_of(spans)
     written = written_text(segments)
     if written.strip():
-        warn_if_foreign(written, info, stacklevel=2)
+        own = written_text(segments_of(s for s in spans if isinstance(s, Span) and s.lang == info.code))
+        if own.strip():  # text only in other voices' languages is theirs to read
+            warn_if_foreign(own, info, stacklevel=2)
     elif not any(isinstance(s, Pause) for s in segments):
         raise InvalidInputError("text is empty")
     return read_sentences(split_spans(spans, info.code), cancel)
+
+
+def read_markup(
+    text: str,
+    lang: str = "a",
+    *,
+    vocab: dict[str, int] | None = None,
+    aliases: Aliases | None = None,
+    tags: bool = True,
+    ssml: bool | None = None,
+    voice_langs: bool = True,
+) -> list[Span | Pause]:
+    """The text path's first stages, clean -> markup (or SSML): the spans and pauses :func:`read_text` reads,
+    each markup error raised (a front end checks its text here before anything slow). ``voice_langs``: a voice
+    tag switches to its voice's language (False: a language was given, and every voice reads in it)."""
+    text = clean_text(text)
+    code = language(lang).code
+    if ssml or (ssml is None and is_ssml(text)):
+        return parse_ssml(text, code, vocab, aliases=aliases, voice_langs=voice_langs)
+    return parse_spans(text, code, vocab, aliases=aliases, tags=tags, voice_langs=voice_langs)
+
+
+def span_voices(spans) -> list[str]:
+    """The voices the spans' tags name, each once, in order (the request's voice is not among them)."""
+    return list(dict.fromkeys(s.voice for s in spans if isinstance(s, Span) and s.voice is not None))
 
 
 def phonemize_paragraphs(

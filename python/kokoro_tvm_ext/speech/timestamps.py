@@ -29,16 +29,23 @@ class WordTiming:
     end_time: float
     space_after: bool = True  # for joining words back into text (subtitles)
     sentence_end: bool = False  # a sentence (or paragraph, or heading) of the text ends after it: subtitles' cues
+    voice: str | None = None  # the voice that spoke it
+    mark: str | None = None  # not a word: a named place (SSML's <mark>) at start_time, ``word`` empty
 
     def as_json(self) -> dict:
-        """Kokoro-FastAPI's fields, and whether a space follows the word as written (joining words back into
-        text: none between Japanese or Mandarin words)."""
-        return {
+        """Kokoro-FastAPI's fields, whether a space follows the word as written (joining words back into text:
+        none between Japanese or Mandarin words), and the speaking voice and a mark's name where there are."""
+        out = {
             "word": self.word,
             "start_time": self.start_time,
             "end_time": self.end_time,
             "space_after": self.space_after,
         }
+        if self.voice is not None:
+            out["voice"] = self.voice
+        if self.mark is not None:
+            out["mark"] = self.mark
+        return out
 
     def shifted(self, seconds: float) -> WordTiming:
         """The same word ``seconds`` later (audio placed after ``seconds`` of other audio)."""

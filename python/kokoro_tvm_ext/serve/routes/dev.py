@@ -1,5 +1,6 @@
 """Kokoro-FastAPI's ``/dev/`` routes: ``POST /dev/captioned_speech`` (audio with word timings),
-``POST /dev/phonemize`` (text -> phonemes and tokens) and ``POST /dev/generate_from_phonemes``."""
+``POST /dev/phonemize`` (text -> phonemes and tokens), ``POST /dev/generate_from_phonemes`` and
+``POST /dev/dialogue`` (turns in their voices)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,12 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from kokoro_tvm_ext.serve.errors import ApiError
-from kokoro_tvm_ext.serve.requests import CaptionedSpeechRequest, PhonemeSpeechRequest, PhonemizeRequest
+from kokoro_tvm_ext.serve.requests import (
+    CaptionedSpeechRequest,
+    DialogueRequest,
+    PhonemeSpeechRequest,
+    PhonemizeRequest,
+)
 from kokoro_tvm_ext.serve.responses import captioned_lines, captioned_whole
 from kokoro_tvm_ext.serve.routes.audio import audio_response
 from kokoro_tvm_ext.serve.routes.service import ServiceDep
@@ -37,6 +43,11 @@ async def captioned_speech(req: CaptionedSpeechRequest, service: ServiceDep):
 @router.post("/dev/phonemize")
 async def phonemize_text(req: PhonemizeRequest, service: ServiceDep):
     return await service.phonemize(req)
+
+
+@router.post("/dev/dialogue")
+async def dialogue(req: DialogueRequest, service: ServiceDep):
+    return await audio_response(await service.speak_dialogue(req), req, service.sample_rate)
 
 
 @router.post("/dev/generate_from_phonemes")

@@ -16,9 +16,16 @@ from fastapi import Depends
 from starlette.concurrency import run_in_threadpool
 
 from kokoro_tvm_ext.serve.chunk_stream import ChunkStream
+from kokoro_tvm_ext.serve.errors import ApiError
 from kokoro_tvm_ext.serve.guard import RequestContext
-from kokoro_tvm_ext.serve.plan import Limits, phonemize, plan_phonemes, plan_speech
-from kokoro_tvm_ext.serve.requests import AudioOptions, PhonemeSpeechRequest, PhonemizeRequest, SpeechRequest
+from kokoro_tvm_ext.serve.plan import Limits, dialogue_text, phonemize, plan_phonemes, plan_speech
+from kokoro_tvm_ext.serve.requests import (
+    AudioOptions,
+    DialogueRequest,
+    PhonemeSpeechRequest,
+    PhonemizeRequest,
+    SpeechRequest,
+)
 from kokoro_tvm_ext.serve.routes.state import ContextDep, LimitsDep, SchedulerDep, SpeakerDep, VoicesDep
 from kokoro_tvm_ext.serve.scheduler import Scheduler
 from kokoro_tvm_ext.serve.voices import VoiceBook
@@ -35,17 +42,27 @@ class SpeechService:
 
     async def speak_text(self, req: SpeechRequest) -> ChunkStream:
         """``req.input`` in ``req.voice`` (and ``req.lang_code``), one sentence per chunk, the first cut early."""
+        return await self._speak(req.input, req.voice, req, ssml=req.ssml)
 
+    async def speak_dialogue(self, req: DialogueRequest) -> ChunkStream:
+        """The turns, each in its voice: the speech of the same turns written as voice tags."""
+        if not self.limits.voice_tags:
+            raise ApiError(403, "this server reads no voice tags (--no-voice-tags), so no dialogue", code="forbidden")
+        return await self._speak(dialogue_text(req.turns, req.pause_between_turns), req.turns[0].voice, req)
+
+    async def _speak(self, text: str, voice: str, req, *, ssml: bool = False) -> ChunkStream:
         def plan(cancel):
             return plan_speech(
                 self.speaker,
-                req.input,
-                req.voice,
+                text,
+                voice,
                 req.speed,
                 req.lang_code,
                 voices=self.voices,
                 limits=self.limits,
                 cancel=cancel,
+                aliases=req.voice_aliases,
+                ssml=ssml,
             )
 
         return await self._start(plan, req)

@@ -418,6 +418,14 @@ ui.text.addEventListener("keydown", (event) => {
 });
 for (const control of [ui.voice, ui.blendVoice, ui.blendWeight]) control.addEventListener("input", updateBlend);
 ui.format.addEventListener("change", offerDownload);
+// Voice tags (docs/markup.md): the text before the first tag is read by the chosen voice.
+$("dialogue-example").addEventListener("click", (event) => {
+  event.preventDefault();
+  ui.text.value =
+    "Did you hear that? [voice:bm_george]Only the wind, my dear. [voice:af_heart]" +
+    "It sounded like footsteps. [pause:0.5s] [voice:bm_george][rate:0.8]Then we had better whisper.";
+  ui.text.focus();
+});
 ui.key.addEventListener("change", () => {
   storeKey(ui.key.value.trim());
   clearError();

@@ -56,7 +56,7 @@ def read_sentences(sentences: Iterable[Sentence], cancel: threading.Event | None
             if isinstance(piece, Pause):
                 out.append(piece)
             elif words := _read(piece, sentence.paragraph, cancel):
-                out.append(SentenceWords(words, sentence.paragraph, i == last))
+                out.append(SentenceWords(words, sentence.paragraph, i == last, piece.voice, piece.lang, piece.rate))
     return out
 
 

@@ -25,11 +25,14 @@ class Word:
 @dataclass(frozen=True)
 class SentenceWords:
     """What the G2P made of a sentence, or of its part before or after a pause: its Words, the number of the
-    paragraph it is in, and whether the sentence ends with it (the chunker's input)."""
+    paragraph it is in, whether the sentence ends with it, and how its span is read (the chunker's input)."""
 
     words: list[Word]
     paragraph: int
     ends_sentence: bool
+    voice: str | None = None  # its span's voice (None: the request's), language and rate
+    lang: str | None = None
+    rate: float = 1.0
 
 
 def join_words(words: Iterable[Word]) -> str:
