@@ -535,24 +535,28 @@ def test_two_sentences_in_two_chunks_pause_as_in_one_call(real_speaker, voice, t
     assert abs(between - inside) <= 0.1
 
 
-SHORT_INPUTS = [  # (voice, text, Whisper's language, what it may write for it)
+SHORT_INPUTS = [  # (voice, text, Whisper's language, what it may write for it; None: not asked)
     ("af_heart", "OK.", "en", {"ok", "okay"}),
     ("am_adam", "No!", "en", {"no"}),
     ("am_adam", "Yes", "en", {"yes"}),
     ("bm_george", "Stop.", "en", {"stop"}),
     ("ef_dora", "Sí, claro.", "es", {"síclaro", "siclaro"}),
+    ("ef_dora", "Sí.", "es", None),  # the model ends it in a burst cut off at -13 dB; Whisper base hears "Señor"
 ]
 
 
 def test_very_short_inputs_end_after_their_sound_and_are_heard(real_speaker, whisper):
     heard = {}
-    for voice, text, lang, _ in SHORT_INPUTS:
+    for voice, text, lang, accepted in SHORT_INPUTS:
         audio = real_speaker.speak(text, voice).audio
         peak = np.abs(audio).max()
-        # Where the model stopped while still loud ("Sí." alone ends in a burst cut at -13 dB), it fades out.
-        assert np.sqrt(np.mean(audio[-720:] ** 2)) < peak * 10 ** (-30 / 20), text
-        heard[text] = _normalized(whisper(audio, lang))
-    wrong = {text: heard[text] for _, text, _, accepted in SHORT_INPUTS if heard[text] not in accepted}
+        # The last 30 ms of sound (before the trailing silence under -40 dB) have died away: the model's own ending,
+        # or the fade where it stopped while loud.
+        end = np.flatnonzero(np.abs(audio) > peak * 10 ** (-40 / 20))[-1] + 1
+        assert np.sqrt(np.mean(audio[end - 720 : end] ** 2)) < peak * 10 ** (-30 / 20), text
+        if accepted is not None:
+            heard[text] = _normalized(whisper(audio, lang))
+    wrong = {text: heard[text] for _, text, _, accepted in SHORT_INPUTS if accepted and heard[text] not in accepted}
     assert not wrong, wrong
 
 

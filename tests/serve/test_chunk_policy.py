@@ -43,7 +43,8 @@ def say(planner):
 def test_the_chunks_are_the_policys(say):
     """Written out: a chunk per sentence (the first too short to be cut after its first clause; the initial, the
     title, the decimal and the abbreviation inside theirs; the heading alone), the pause between, seeds going on
-    over it; edges keeping half a full stop's pause on each side of a cut between sentences of a paragraph."""
+    over it; edges keeping half a full stop's pause on each side of a cut between sentences of a paragraph, the
+    model's silence elsewhere."""
     assert [c.text for c in say.chunks] == [
         "Hello there, my friend.",
         "Dr. Smith met A. Tester at 3.14 p.m. today!",
@@ -57,12 +58,12 @@ def test_the_chunks_are_the_policys(say):
     assert [c.pause_samples for c in say.chunks] == [0, 0, 12000, 0, 0, 0, 0]
     half = 0.125  # a full stop's pause inside one call is ~250 ms (speech/edges.py)
     assert [(c.lead, c.tail) for c in say.chunks if not c.is_pause] == [
-        (None, half),  # the speech's start
-        (half, half),
+        (None, half),  # the speech's start; a sentence of the paragraph follows
+        (half, None),  # the pause tag follows
         (None, half),  # after the pause tag
-        (half, half),
-        (None, half),  # a new paragraph: the heading
-        (None, half),
+        (half, None),  # the paragraph ends
+        (None, None),  # the heading, a paragraph of its own
+        (None, None),  # the last paragraph, one chunk: the model's call as it is
     ]
 
 
@@ -78,7 +79,7 @@ def test_a_wyoming_stream_plans_as_say(planner, say, size):
     plans = []
     for i in range(0, len(TEXT), size):
         if ready := stream.add(TEXT[i : i + size]):
-            plans.append(stream.plan(ready))
+            plans.append(stream.plan(ready, last=False))
     plans.append(stream.plan(stream.rest()))
     assert chunks(*plans) == chunks(say)
     # A plan per sentence as it completes, the last at the end; given at once: the five complete ones, the rest.

@@ -51,9 +51,8 @@ def test_a_short_first_sentence_is_spoken_whole(speaker):
 
 
 def test_edges_keep_the_pause_of_the_cut_and_the_model_silence_elsewhere(speaker):
-    """Every chunk keeps half the pause of what ends it (a comma's, a full stop's) after its last sound; the chunk
-    after it the other half before its first, unless it starts the speech or a paragraph or follows a pause tag:
-    there the model's own silence stays (speech/edges.py)."""
+    """Where the text is cut between two chunks of a paragraph, half a comma's or a full stop's pause on each
+    side; the model's own silence at the speech's ends, a paragraph's and a pause tag's (speech/edges.py)."""
     text = LONG + " See you soon!\n\nNext paragraph. [pause:1s] After the pause."
     plan = speaker.plan(text, VOICE)
     assert texts(plan) == [
@@ -68,11 +67,14 @@ def test_edges_keep_the_pause_of_the_cut_and_the_model_silence_elsewhere(speaker
     assert [(c.lead, c.tail) for c in plan.chunks] == [
         (None, clause),  # the speech's start
         (clause, stop),
-        (stop, stop),
-        (None, stop),  # a new paragraph
+        (stop, None),  # the paragraph ends
+        (None, None),  # a pause tag follows
         (None, None),  # the pause
-        (None, stop),  # after the pause
+        (None, None),  # after the pause, the speech's end
     ]
+    # A stream's piece: the speech went on before it and goes on after it in the same paragraph.
+    piece = speaker.plan("See you soon!", VOICE, after_sentence=True, continues=True)
+    assert [(c.lead, c.tail) for c in piece.chunks] == [(stop, stop)]
 
 
 def test_phonemes_that_fit_are_one_call(speaker):

@@ -306,8 +306,10 @@ class TextStream:
         """Characters the sentence splitter has read so far (:attr:`SentenceBuffer.work`)."""
         return self._sentences.work
 
-    def plan(self, text: str, cancel: threading.Event | None = None):
-        """``text`` (what ``add`` or ``rest`` gave, in order, or the whole text) planned as the speech's next part."""
+    def plan(self, text: str, cancel: threading.Event | None = None, *, last: bool = True):
+        """``text`` (what ``add`` or ``rest`` gave, in order, or the whole text) planned as the speech's next part;
+        ``last``: nothing comes after it (``rest``'s, or the whole text). What ``add`` gives is followed by more of
+        its paragraph unless it ends with a blank line (the text after it proved it complete)."""
         if not is_ssml(text):  # the voice and rate tags of the pieces before: read as in the whole text
             text, self._tags = self._tags + text, reading_tags(text, self._tags)
         plan = self.speaker.plan(
@@ -318,6 +320,7 @@ class TextStream:
             first_chunk_tokens=self.first_chunk_tokens if self._chunks == 0 else None,
             cancel=cancel,
             after_sentence=self._after_sentence,
+            continues=not last and not ends_paragraph(text),
         )
         self._chunks += sum(not chunk.is_pause for chunk in plan.chunks)
         # The splitter gives a piece with the blank line that ends its paragraph, if one does.
@@ -347,7 +350,7 @@ class Utterance:
         self.ended = False  # its audio-stop or error is written, or it was cancelled
         self.started = asyncio.get_running_loop().time()
         self.audio_seconds = 0.0  # of the audio written so far
-        self._texts: asyncio.Queue = asyncio.Queue()  # pieces to plan, in order; None at the end
+        self._texts: asyncio.Queue = asyncio.Queue()  # (piece, whether last) to plan, in order; None at the end
         self._plans: asyncio.Queue = asyncio.Queue(PLANS_AHEAD)  # ChunkStreams or an error, in order; None at the end
         self._scheduled: list[ChunkStream] = []
         self._cancel = threading.Event()  # stops a plan in progress
@@ -372,10 +375,10 @@ class Utterance:
             work = self.text.work
             text = self.text.add(text)
             self.service.stats["splitter_work"] += self.text.work - work
-        self._queue_text(text)
+        self._queue_text(text, last=not self.streaming)
 
     def finish(self) -> None:
-        self._queue_text(self.text.rest())
+        self._queue_text(self.text.rest(), last=True)
         if not self.spoken_text:
             self._plans.put_nowait(InvalidInputError("synthesize has no text: nothing to speak"))
         self._texts.put_nowait(None)
@@ -391,15 +394,16 @@ class Utterance:
         for scheduled in self._scheduled:
             scheduled.cancel()
 
-    def _queue_text(self, text: str) -> None:
+    def _queue_text(self, text: str, last: bool) -> None:
         if text.strip():
             self.spoken_text = True
-            self._texts.put_nowait(text)
+            self._texts.put_nowait((text, last))
 
     async def _plan_all(self) -> None:
-        while (text := await self._texts.get()) is not None:
+        while (piece := await self._texts.get()) is not None:
+            text, last = piece
             try:
-                plan = await asyncio.to_thread(self.text.plan, text, self._cancel)
+                plan = await asyncio.to_thread(self.text.plan, text, self._cancel, last=last)
                 scheduled = _submit(self.service.scheduler, plan)
             except RequestCancelled:
                 return

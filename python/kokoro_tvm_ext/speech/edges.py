@@ -4,11 +4,11 @@ Kokoro speaks every call with silence at both ends (measured at -40 dB of the ca
 and bm_george: 230-400 ms before the first sound, 370-520 ms after the last). Joined as they come, two chunks of
 one sentence left 620-880 ms at the comma where they were cut, where the same comma spoken inside one call is
 0-330 ms (median 195 ms); two sentences in two calls 640-880 ms against 50-250 ms (median 240 ms) for the full stop
-inside one call. So every chunk keeps, after its last sound, half the pause of what ends it (a clause or a
-sentence: :data:`GAPS`), and the chunk after it, if it goes on the same paragraph, the other half before its first
-sound; the first chunk of a speech, of a paragraph (so after a heading) and after a pause tag keeps the model's
-own silence before it. A chunk's tail depends on the chunk alone, so a stream can send it before the text after
-it has come. Every front end plans and joins through ``SpeechPlan.result``: they all get the same samples.
+inside one call. So where the planner cut between two chunks of one paragraph, the first keeps half the pause of
+what ends it (a clause or a sentence: :data:`GAPS`) after its last sound and the second the other half before its
+first; the ends of a speech, of a paragraph (so a heading) and the sides of a pause tag keep the model's own
+silence, so a text spoken in one chunk is the model's call as it is (but for the fade below). Every front end
+plans and joins through ``SpeechPlan.result``: they all get the same samples.
 
 A call whose last sound stops while still loud (very short inputs: "Sí." with ef_dora ends in a burst cut off 13 dB
 under its peak, then 40 ms of silence; the same in PyTorch) gets that sound faded out over 30 ms, so no speech ends

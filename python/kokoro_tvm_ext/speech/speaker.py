@@ -305,6 +305,7 @@ class Speaker:
         tags: bool = True,
         ssml: bool | None = None,
         after_sentence: bool = False,
+        continues: bool = False,
     ) -> SpeechPlan:
         """Text (or ``phonemes``) -> its chunks, by the one chunking policy (:mod:`.chunks`): sentences cut
         before G2P (a blank line, so a heading, always ends one), one sentence per chunk of at most
@@ -327,9 +328,9 @@ class Speaker:
         True/False insists). Each chunk has its voice's style, its speed and its seed by its place, so a
         sentence switched to voice V is what V gives there.
 
-        Each chunk's edges keep the pause its cut calls for (:mod:`.edges`); ``after_sentence``: the text goes on
-        a speech right after a sentence of the same paragraph (a stream's next piece), so its first chunk starts
-        as the next sentence of one text would."""
+        Where the text is cut between two chunks of a paragraph, their edges keep the pause the cut calls for
+        (:mod:`.edges`). A stream's pieces, planned apart, join as the whole text's chunks: ``after_sentence``, the
+        text goes on right after a sentence of the same paragraph; ``continues``, more of its paragraph follows."""
         if pack_sentences is not None:
             warnings.warn(
                 "Speaker.plan(pack_sentences=...) is deprecated and ignored: every front end speaks one sentence "
@@ -367,7 +368,7 @@ class Speaker:
             pieces = chunk_sentences(
                 sentences, self.vocab, max_tokens=self.max_tokens, first_chunk_tokens=first_chunk_tokens
             )
-        edges = _edge_silences(pieces, after_sentence)
+        edges = _edge_silences(pieces, after_sentence, continues)
         seeds = chunk_seeds or (lambda i: seed + i)
         tokenize("".join(p.phonemes for p in pieces if isinstance(p, Chunk)), self.vocab)  # one warning in all
         chunks = []
@@ -454,23 +455,28 @@ class Speaker:
 
 
 def _edge_silences(
-    pieces: Sequence[Chunk | Pause], after_sentence: bool
+    pieces: Sequence[Chunk | Pause], after_sentence: bool, continues: bool
 ) -> dict[int, tuple[float | None, float | None]]:
-    """Each chunk's (lead, tail) silences, by ``id`` (.edges): its tail half the pause of what ends it (a clause or
-    a sentence), known before the text after it is; its lead the other half where a chunk of the same paragraph
-    comes before it (or, with ``after_sentence``, the speech before this text), else the model's own (None)."""
+    """Each chunk's (lead, tail) silences, by ``id`` (.edges): half the pause of the cut on each side of a cut
+    between two chunks of one paragraph (a clause's or a sentence's), the model's own (None) elsewhere: the speech's
+    ends, a paragraph's, a pause tag's. ``after_sentence`` / ``continues``: this text goes on a speech right after a
+    sentence of the same paragraph / the speech goes on after it in the same paragraph (a stream's pieces)."""
+    spoken = [p for p in pieces if not isinstance(p, Mark)]  # a mark is a place in the text, no sound
     edges = {}
-    before: Chunk | Pause | None = None
-    for piece in pieces:
-        if isinstance(piece, Mark):
-            continue  # a place in the text, no sound: the chunks around it join as without it
-        if isinstance(piece, Chunk):
-            if isinstance(before, Chunk):
-                lead = _half_gap(joint_after(before.ends_sentence, before.paragraph == piece.paragraph))
-            else:
-                lead = _half_gap("sentence" if before is None and after_sentence else None)
-            edges[id(piece)] = (lead, _half_gap(joint_after(piece.ends_sentence, True)))
-        before = piece
+    for i, piece in enumerate(spoken):
+        if not isinstance(piece, Chunk):
+            continue
+        before = spoken[i - 1] if i else None
+        after = spoken[i + 1] if i + 1 < len(spoken) else None
+        if isinstance(before, Chunk):
+            lead = _half_gap(joint_after(before.ends_sentence, before.paragraph == piece.paragraph))
+        else:
+            lead = _half_gap("sentence" if before is None and after_sentence else None)
+        if isinstance(after, Chunk):
+            tail = _half_gap(joint_after(piece.ends_sentence, piece.paragraph == after.paragraph))
+        else:
+            tail = _half_gap(joint_after(piece.ends_sentence, True) if after is None and continues else None)
+        edges[id(piece)] = (lead, tail)
     return edges
 
 

@@ -29,6 +29,7 @@ import re
 import sys
 import threading
 import types
+import unicodedata
 import warnings
 from functools import lru_cache
 
@@ -48,7 +49,8 @@ from kokoro_tvm_ext.support.torch_free import torch_hidden
 
 
 def tag_tokens(tokens) -> None:
-    """Set ``tag_`` on spaCy-like tokens (``text``, ``whitespace_``, ``is_space``), as en_core_web_sm would."""
+    """Set ``tag_`` on spaCy-like tokens (``text``, ``whitespace_``, ``is_space``), as en_core_web_sm would, but
+    for brackets and symbols (:func:`_symbol_tag`)."""
     tokens = list(tokens)
     words = [t for t in tokens if not t.is_space]
     tags = shipped_tagger().tag([t.text for t in words], [bool(t.whitespace_) for t in words])
@@ -56,7 +58,21 @@ def tag_tokens(tokens) -> None:
         if tok.is_space:
             tok.tag_ = "_SP"
     for tok, tag in zip(words, tags):
-        tok.tag_ = tag
+        tok.tag_ = _symbol_tag(tok.text) or tag
+
+
+_BRACKETS = {"(": "-LRB-", "[": "-LRB-", "{": "-LRB-", ")": "-RRB-", "]": "-RRB-", "}": "-RRB-"}
+
+
+def _symbol_tag(text: str) -> str | None:
+    """Where we read otherwise than KPipeline (docs/pronunciation.md): a bracket is a bracket (en_core_web_sm calls
+    an unfamiliar ``[`` XX, and misaki then reads "[sic]" as one word with its brackets), and a token of pictographs
+    (emoji, ♥, ©) is not read (it calls "😀" a noun, and misaki's fallback reads out its Unicode name, slowly)."""
+    if text in _BRACKETS:
+        return _BRACKETS[text]
+    if not any(c.isalnum() for c in text) and any(unicodedata.category(c) == "So" for c in text):
+        return "NFP"
+    return None
 
 
 class _TaggedTokens:
