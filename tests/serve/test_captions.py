@@ -66,7 +66,8 @@ def test_words_are_the_input_words_in_order(one_shot):
 def test_words_joined_by_their_space_after_are_the_input(one_shot, server, voice):
     from test_cjk_timestamps import joined
 
-    assert set(one_shot["timestamps"][0]) == {"word", "start_time", "end_time", "space_after"}
+    # Kokoro-FastAPI's three fields, whether a space follows, and the voice that spoke it (docs/markup.md)
+    assert set(one_shot["timestamps"][0]) == {"word", "start_time", "end_time", "space_after", "voice"}
     assert joined(one_shot["timestamps"]) == TEXT
     text = "Une phrase, puis une autre. Encore une !"  # French: its space before "!" is in the input
     r = captioned(server, input=text, voice="ff_siwis", stream=True)

@@ -17,6 +17,7 @@ pytestmark = pytest.mark.unit
 ROUTES = {
     ("post", "/v1/audio/speech"): ("speech_v1_audio_speech_post", "SpeechRequest"),
     ("post", "/dev/captioned_speech"): ("captioned_speech_dev_captioned_speech_post", "CaptionedSpeechRequest"),
+    ("post", "/dev/dialogue"): ("dialogue_dev_dialogue_post", "DialogueRequest"),
     ("post", "/dev/phonemize"): ("phonemize_text_dev_phonemize_post", "PhonemizeRequest"),
     ("post", "/dev/generate_from_phonemes"): (
         "generate_from_phonemes_dev_generate_from_phonemes_post",
@@ -60,6 +61,7 @@ def test_the_in_flight_limits_count_the_speech_routes_only():
     assert SPEECH_PATHS == {
         "/v1/audio/speech",
         "/dev/captioned_speech",
+        "/dev/dialogue",
         "/dev/phonemize",
         "/dev/generate_from_phonemes",
     }

@@ -60,10 +60,11 @@ def test_chunks_cover_every_word_once_in_order_within_the_limit(text, max_tokens
         assert c.phonemes == "".join(w.phonemes + (" " if w.space_after else "") for w in c.words)
 
 
-def test_first_chunk_is_the_first_clause_then_one_chunk_per_sentence():
+def test_a_short_first_sentence_is_one_chunk_then_one_chunk_per_sentence():
+    """A first sentence up to FIRST_CLAUSE_MIN_TOKENS is not cut at its first clause (speech/chunks.py)."""
     chunks = text_chunks(TEXTS[0] + " Another one. And a third!", "a", VOCAB, first_chunk_tokens=0)
-    assert [c.text for c in chunks] == ["Hello world,", "this is a test.", "Another one.", "And a third!"]
-    assert [c.ends_sentence for c in chunks] == [False, True, True, True]
+    assert [c.text for c in chunks] == ["Hello world, this is a test.", "Another one.", "And a third!"]
+    assert [c.ends_sentence for c in chunks] == [True, True, True]
     capped = text_chunks("One two three four five six seven.", "a", VOCAB, first_chunk_tokens=10)
     # wˈʌn tˈu θɹˈi: 11 tokens with their spaces, so the first 10 hold "One two" (wˈʌn tˈu, 8).
     assert [c.text for c in capped] == ["One two", "three four five six seven."]

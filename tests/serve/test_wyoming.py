@@ -161,10 +161,16 @@ def http_pcm(server: str, text: str) -> np.ndarray:
 
 
 def solo_pcm(speaker, text: str, speed: float = SPEED) -> np.ndarray:
-    """``text``'s plan (``Speaker.plan``, what every front end plans), each chunk synthesized alone with its seed,
-    back to back: what a server makes of a request it does not batch with others."""
+    """``text``'s plan (``Speaker.plan``, what every front end plans), each chunk synthesized alone with its seed and
+    its edges kept as planned (speech/edges.py), back to back: what a server makes of a request it does not batch
+    with others."""
+    from kokoro_tvm_ext.speech.edges import edge_cut
+
     plan = speaker.plan(text, VOICE, speed=speed)
-    parts = [speaker.model.synthesize(c.tokens, c.style, speed=c.speed, noise_seed=c.seed)[0] for c in plan.chunks]
+    parts = []
+    for c in plan.chunks:
+        audio = speaker.model.synthesize(c.tokens, c.style, speed=c.speed, noise_seed=c.seed)[0]
+        parts.append(edge_cut(audio, c.lead, c.tail).apply(audio))
     return to_int16(np.concatenate(parts))
 
 
