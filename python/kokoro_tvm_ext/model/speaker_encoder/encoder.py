@@ -1,0 +1,64 @@
+"""``SpeakerEncoder``: a recording -> Resemblyzer's 256-value speaker embedding (unit norm), without torch.
+
+``embed`` = ``preprocess`` (16 kHz, volume, silence trim) -> 1.6 s partial windows of the mel spectrogram ->
+the network on all of them as one batch -> the mean of their embeddings, renormalised, as Resemblyzer's
+``VoiceEncoder.embed_utterance(preprocess_wav(wav, rate))``. ``embed_many`` runs the partials of every recording
+in one batch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kokoro_tvm_ext.model.speaker_encoder import frontend, numpy_forward
+from kokoro_tvm_ext.model.speaker_encoder.preprocess import preprocess
+from kokoro_tvm_ext.model.speaker_encoder.spec import EMBEDDING, SAMPLE_RATE
+from kokoro_tvm_ext.model.speaker_encoder.weights import load_weights
+from kokoro_tvm_ext.support.cache import Progress
+from kokoro_tvm_ext.support.errors import InvalidInputError
+
+
+class SpeakerEncoder:
+    """Resemblyzer's GE2E encoder. Build it with :meth:`load`."""
+
+    sample_rate = SAMPLE_RATE
+    dim = EMBEDDING
+
+    def __init__(self, network) -> None:
+        """``network``: partials [n, 160, 40] float32 -> unit-norm embeddings [n, 256] float32."""
+        self._network = network
+
+    @classmethod
+    def load(cls, threads: int | None = None, progress: Progress | None = None) -> SpeakerEncoder:
+        """The encoder, its weights fetched and cached on first use. ``threads``: as for Kokoro (set_num_threads)."""
+        weights = load_weights(progress=progress)
+        return cls(lambda mels: numpy_forward.forward(weights, mels))
+
+    def _partials(self, wav, sample_rate: int, trim: bool) -> np.ndarray:
+        audio = preprocess(wav, sample_rate, trim=trim)
+        if audio.size == 0:
+            raise InvalidInputError("no voice in the audio: nothing is left once its silences are trimmed")
+        return frontend.partials(audio)
+
+    def embed_partials(self, mels: np.ndarray) -> np.ndarray:
+        """The network alone: mel partials [n, 160, 40] -> unit-norm embeddings [n, 256]."""
+        return np.asarray(self._network(np.ascontiguousarray(mels, dtype=np.float32)), dtype=np.float32)
+
+    def embed(self, wav: np.ndarray, sample_rate: int, *, trim: bool = True) -> np.ndarray:
+        """The utterance embedding (256,) float32, unit norm, of ``wav`` (mono, or channels averaged) at
+        ``sample_rate``. ``trim=False`` keeps silences (audio that has none worth cutting, such as Kokoro's)."""
+        return self.embed_many([wav], sample_rate, trim=trim)[0]
+
+    def embed_many(self, wavs: list[np.ndarray], sample_rate: int, *, trim: bool = True) -> np.ndarray:
+        """Each recording's embedding, [n, 256] float32, their partials run as one batch."""
+        if len(wavs) == 0:
+            return np.zeros((0, EMBEDDING), np.float32)
+        batches = [self._partials(wav, sample_rate, trim) for wav in wavs]
+        embeds = self.embed_partials(np.concatenate(batches))
+        out = np.empty((len(batches), EMBEDDING), np.float32)
+        start = 0
+        for i, batch in enumerate(batches):
+            mean = embeds[start : start + len(batch)].mean(axis=0)
+            out[i] = mean / np.linalg.norm(mean)
+            start += len(batch)
+        return out
