@@ -5,7 +5,9 @@
 - :mod:`.weights`: the weights, fetched from Resemblyzer's wheel once and cached as safetensors;
 - :mod:`.preprocess`: resampling, volume, silence trim;
 - :mod:`.frontend`: mel spectrogram and partial windows;
-- :mod:`.numpy_forward`: the network in numpy;
+- :mod:`.network`: the network as a Relax module, from the numpy weights;
+- :mod:`.compile`: its compiled artifact, cached;
+- :mod:`.runtime`: the artifact run by TVM's runtime;
 - :mod:`.encoder`: :class:`SpeakerEncoder` (``load``, ``embed``, ``embed_many``).
 """
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from kokoro_tvm_ext.model.speaker_encoder import frontend, numpy_forward
+from kokoro_tvm_ext.model.runtime.threads import set_num_threads
+from kokoro_tvm_ext.model.speaker_encoder import frontend
+from kokoro_tvm_ext.model.speaker_encoder.compile import ensure_encoder_artifact
 from kokoro_tvm_ext.model.speaker_encoder.preprocess import preprocess
+from kokoro_tvm_ext.model.speaker_encoder.runtime import CompiledNetwork
 from kokoro_tvm_ext.model.speaker_encoder.spec import EMBEDDING, SAMPLE_RATE
-from kokoro_tvm_ext.model.speaker_encoder.weights import load_weights
 from kokoro_tvm_ext.support.cache import Progress
 from kokoro_tvm_ext.support.errors import InvalidInputError
 
@@ -30,9 +32,12 @@ class SpeakerEncoder:
 
     @classmethod
     def load(cls, threads: int | None = None, progress: Progress | None = None) -> SpeakerEncoder:
-        """The encoder, its weights fetched and cached on first use. ``threads``: as for Kokoro (set_num_threads)."""
-        weights = load_weights(progress=progress)
-        return cls(lambda mels: numpy_forward.forward(weights, mels))
+        """The encoder, compiled for this CPU and cached on first use (its weights fetched then: ``progress`` reports
+        both). ``threads``: for TVM and the plugin's kernels in this process, as for Kokoro (``set_num_threads``:
+        the first count set holds); default ``TVM_NUM_THREADS``, else every core."""
+        if threads is not None:
+            set_num_threads(threads)
+        return cls(CompiledNetwork(ensure_encoder_artifact(progress)))
 
     def _partials(self, wav, sample_rate: int, trim: bool) -> np.ndarray:
         audio = preprocess(wav, sample_rate, trim=trim)

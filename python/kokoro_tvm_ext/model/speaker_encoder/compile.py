@@ -1,0 +1,120 @@
+"""The encoder's compiled artifact: its network (network.py) through stock ``tvm.compile`` with the plugin's CPU
+pipeline, cached per (weights, TVM, plugin, this code, CPU) in ``<cache>/artifacts/speaker-encoder-<key>/``:
+``encoder.so`` (weights inside, 5 MB) and ``meta.json``.
+
+The key and the cross-process lock are Kokoro's (model/artifact_cache.py: ``library_key``, the cache directory's
+lock), plus a hash of this package's files, which Kokoro's key leaves out (editing the encoder does not recompile
+Kokoro). The compile takes about a second and needs TVM's compiler in this process; where TVM was imported
+runtime-only (a ``KokoroTVM`` loaded first), it runs in a child process: ``python -m`` this module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from kokoro_tvm_ext import _native
+from kokoro_tvm_ext.model.artifact_cache import _one_compile_at_a_time, cached_artifact_dir, library_key
+from kokoro_tvm_ext.model.runtime.cpu_features import host_arch
+from kokoro_tvm_ext.model.runtime.tvm_runtime import compiler_available
+from kokoro_tvm_ext.model.speaker_encoder.weights import PT_SHA256, load_weights
+from kokoro_tvm_ext.plugin.native_log import quiet_harmless_warnings
+from kokoro_tvm_ext.support.cache import Progress, atomic_directory
+from kokoro_tvm_ext.support.errors import ArtifactError
+from kokoro_tvm_ext.support.file_hash import file_sha256
+
+LIBRARY = "encoder.so"
+META = "meta.json"
+
+
+def package_fingerprint() -> str:
+    """A hash of this package's files (the network, its compile, its front end)."""
+    here = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for f in sorted(p for p in here.rglob("*.py")):
+        digest.update(f.name.encode() + b"\0" + f.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def artifact_dir() -> Path:
+    return cached_artifact_dir(f"speaker-encoder-{PT_SHA256[:12]}-{package_fingerprint()}-{library_key()}")
+
+
+def compile_encoder(weights: dict, out_dir: Path) -> Path:
+    """Compile the network with ``weights`` for this machine's CPU into ``out_dir`` (library, then meta.json)."""
+    import tvm
+
+    from kokoro_tvm_ext.model.compile import default_target
+    from kokoro_tvm_ext.model.runtime.cpu_features import target_features
+    from kokoro_tvm_ext.model.speaker_encoder.network import build_module
+    from kokoro_tvm_ext.plugin.passes.pipeline import cpu_pipeline
+
+    target_dict = default_target()
+    target = tvm.target.Target(target_dict)
+    with quiet_harmless_warnings():
+        exe = tvm.compile(build_module(weights), target=target, relax_pipeline=cpu_pipeline(target))
+        exe.export_library(str(out_dir / LIBRARY))
+    meta = {
+        "model": "resemblyzer-0.1.4",
+        "weights_sha256": PT_SHA256,
+        "kokoro_tvm_ext": _native.__version__,
+        "tvm": tvm.__version__,
+        "target": target_dict,
+        "arch": host_arch(),
+        "cpu_features": target_features(target),
+        "library_sha256": file_sha256(out_dir / LIBRARY),
+    }
+    (out_dir / META).write_text(json.dumps(meta, indent=2, sort_keys=True))
+    return out_dir
+
+
+def read_meta(out_dir: Path) -> dict:
+    """The artifact's meta.json, its library's sha256 checked; ArtifactError naming the fix otherwise."""
+    try:
+        meta = json.loads((out_dir / META).read_text())
+        sound = isinstance(meta, dict) and meta.get("library_sha256") == file_sha256(out_dir / LIBRARY)
+    except (OSError, ValueError) as err:
+        raise ArtifactError(f"the speaker encoder's artifact {out_dir} is damaged ({err}); delete it") from None
+    if not sound:
+        raise ArtifactError(f"the speaker encoder's library in {out_dir} is altered or damaged; delete {out_dir}")
+    return meta
+
+
+def ensure_encoder_artifact(progress: Progress | None = None) -> Path:
+    """The cached artifact's directory, compiled first if needed (once, atomically, one process at a time)."""
+    out = artifact_dir()
+    if (out / META).is_file():
+        return out
+    progress = progress or Progress()
+    weights = load_weights(progress=progress)  # fetched here, with its own progress line, not in a child
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with _one_compile_at_a_time(out.parent, quiet=False):
+        if (out / META).is_file():  # another process compiled it while this one waited
+            return out
+        with progress.step("compiling the speaker encoder for this CPU (once)"):
+            with atomic_directory(out) as tmp:
+                if compiler_available():
+                    compile_encoder(weights, tmp)
+                else:
+                    _compile_in_child(tmp)
+    return out
+
+
+def _compile_in_child(out_dir: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "kokoro_tvm_ext.model.speaker_encoder.compile", str(out_dir)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    if result.returncode != 0:
+        tail = " ".join(result.stderr.strip().splitlines()[-2:])
+        raise ArtifactError(f"compiling the speaker encoder failed: {tail}")
+
+
+if __name__ == "__main__":  # the child of _compile_in_child: a process where TVM's compiler loads
+    compile_encoder(load_weights(), Path(sys.argv[1]))
