@@ -4,7 +4,7 @@ silences cut (Resemblyzer's ``preprocess_wav``).
 Resampling is FFmpeg's libswresample through PyAV (the [speak] extra's audio library). The silence trim keeps
 Resemblyzer's smoothing (voice flags per 30 ms window, a moving average over 8 windows, rounded, voiced runs
 widened by 3 windows on each side, the tail beyond the last whole window dropped) but flags a window as voiced by
-its energy instead of WebRTC's voice detector (a C extension): louder than -55 dBFS and within 40 dB of the
+its energy instead of WebRTC's voice detector (a C extension): louder than -60 dBFS and within 50 dB of the
 loudest window. On speech the two differ in the windows they cut at the edges of pauses; the embeddings' cosine
 difference this causes is measured in docs/plugin.md.
 """
@@ -23,8 +23,8 @@ from kokoro_tvm_ext.model.speaker_encoder.spec import (
 from kokoro_tvm_ext.support.errors import InvalidInputError, MissingAssetError
 
 INT16_MAX = 2**15 - 1
-VOICED_FLOOR_DBFS = -55.0
-VOICED_RANGE_DB = 40.0
+VOICED_FLOOR_DBFS = -60.0
+VOICED_RANGE_DB = 50.0
 
 
 def as_mono(wav) -> np.ndarray:
