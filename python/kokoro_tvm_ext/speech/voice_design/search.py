@@ -133,11 +133,13 @@ def default_precision() -> str:
     return "int8" if int8_native(host_features()) else "fp32"
 
 
-def design(recordings, out, options: DesignOptions, *, speaker=None, encoder=None, progress=None) -> Design:
+def design(
+    recordings, out, options: DesignOptions, *, speaker=None, encoder=None, progress=None, threads: int | None = None
+) -> Design:
     """Design a voice like ``recordings`` (paths) into ``out`` (``NAME.npy`` + ``NAME.json``), resuming from ``out``'s
     saved state when there is one. ``speaker``/``encoder``: already open ones (default: a Speaker in
-    ``default_precision`` and the speaker encoder); ``progress(state, generations_left_or_None)`` after each
-    generation. Every refusal comes before anything slow and writes nothing."""
+    ``default_precision`` on ``threads`` and the speaker encoder); ``progress(state, generations_left_or_None)``
+    after each generation. Every refusal comes before anything slow and writes nothing."""
     options.check()
     out = Path(out).expanduser()
     if out.suffix != ".npy":
@@ -165,12 +167,12 @@ def design(recordings, out, options: DesignOptions, *, speaker=None, encoder=Non
     if encoder is None:
         from kokoro_tvm_ext.model.speaker_encoder import SpeakerEncoder
 
-        encoder = SpeakerEncoder.load()
+        encoder = SpeakerEncoder.load(threads=threads)
     if speaker is None:
         from kokoro_tvm_ext.speech.config import SpeakerConfig
         from kokoro_tvm_ext.speech.speaker import Speaker
 
-        speaker = Speaker.open(SpeakerConfig(precision=default_precision()), quiet=True)
+        speaker = Speaker.open(SpeakerConfig(precision=default_precision(), threads=threads), quiet=True)
     target = unit(np.mean([unit(encoder.embed(r.audio, 16000)) for r in recs], axis=0))
     scorer = Scorer(speaker, encoder, target, lang, seed=options.seed)
     packs = {name: load_voice(name) for name in pool}
