@@ -382,7 +382,10 @@ def save_voice(path: str | Path, pack, sidecar: dict) -> Path:
         raise InvalidInputError(f"a voice file is written as NAME.npy, got {path.name}")
     if sidecar.get("language") not in _LANG_CODES:
         raise InvalidInputError(f"a voice file needs its language (one of {' '.join(_LANG_CODES)})")
-    pack = _as_pack(pack, str(path))
+    try:
+        pack = _as_pack(pack, str(path))
+    except CorruptAssetError as err:  # the caller's array, not a file on disk
+        raise InvalidInputError(str(err)) from None
     meta = {"format": SIDECAR_FORMAT, **sidecar}
     with AtomicFiles("voice") as files:
         with files.open(path) as f:
