@@ -1,11 +1,12 @@
 """The encoder's compiled artifact: its network (network.py) through stock ``tvm.compile`` with the plugin's CPU
 pipeline, cached per (weights, TVM, plugin, this code, CPU) in ``<cache>/artifacts/speaker-encoder-<key>/``:
-``encoder.so`` (weights inside, 5 MB) and ``meta.json``.
+``encoder.so`` (weights inside) and ``meta.json``.
 
-The key and the cross-process lock are Kokoro's (model/artifact_cache.py: ``library_key``, the cache directory's
-lock), plus a hash of this package's files, which Kokoro's key leaves out (editing the encoder does not recompile
-Kokoro). The compile takes about a second and needs TVM's compiler in this process; where TVM was imported
-runtime-only (a ``KokoroTVM`` loaded first), it runs in a child process: ``python -m`` this module.
+The key is Kokoro's (model/artifact_cache.py: ``library_key``) plus a hash of this package's files that make the
+library, which Kokoro's key leaves out (editing the encoder does not recompile Kokoro); the cross-process lock is
+Kokoro's too, taken on the encoder's own cache directory (a Kokoro compile takes minutes, this one seconds). The
+compile needs TVM's compiler in this process; where TVM was imported runtime-only (a ``KokoroTVM`` loaded first),
+it runs in a child process: ``python -m`` this module.
 """
 
 from __future__ import annotations
@@ -21,22 +22,27 @@ from kokoro_tvm_ext import _native
 from kokoro_tvm_ext.model.artifact_cache import _one_compile_at_a_time, cached_artifact_dir, library_key
 from kokoro_tvm_ext.model.runtime.cpu_features import host_arch
 from kokoro_tvm_ext.model.runtime.tvm_runtime import compiler_available
-from kokoro_tvm_ext.model.speaker_encoder.weights import PT_SHA256, load_weights
+from kokoro_tvm_ext.model.speaker_encoder.weights import PT_SHA256, load_weights, weights_file
 from kokoro_tvm_ext.plugin.native_log import quiet_harmless_warnings
 from kokoro_tvm_ext.support.cache import Progress, atomic_directory
 from kokoro_tvm_ext.support.errors import ArtifactError
 from kokoro_tvm_ext.support.file_hash import file_sha256
+from kokoro_tvm_ext.support.torch_free import torch_hidden
 
 LIBRARY = "encoder.so"
 META = "meta.json"
 
 
+# The files of this package that decide the compiled library (the front end runs in numpy, outside it).
+COMPILER_FILES = ("spec.py", "network.py", "compile.py")
+
+
 def package_fingerprint() -> str:
-    """A hash of this package's files (the network, its compile, its front end)."""
+    """A hash of :data:`COMPILER_FILES`."""
     here = Path(__file__).resolve().parent
     digest = hashlib.sha256()
-    for f in sorted(p for p in here.rglob("*.py")):
-        digest.update(f.name.encode() + b"\0" + f.read_bytes())
+    for name in COMPILER_FILES:
+        digest.update(name.encode() + b"\0" + (here / name).read_bytes())
     return digest.hexdigest()[:12]
 
 
@@ -46,7 +52,8 @@ def artifact_dir() -> Path:
 
 def compile_encoder(weights: dict, out_dir: Path) -> Path:
     """Compile the network with ``weights`` for this machine's CPU into ``out_dir`` (library, then meta.json)."""
-    import tvm
+    with torch_hidden():  # TVM's FFI would load torch (1.5 s, 500 MB) if it is installed; nothing here uses it
+        import tvm
 
     from kokoro_tvm_ext.model.compile import default_target
     from kokoro_tvm_ext.model.runtime.cpu_features import target_features
@@ -91,8 +98,10 @@ def ensure_encoder_artifact(progress: Progress | None = None) -> Path:
         return out
     progress = progress or Progress()
     weights = load_weights(progress=progress)  # fetched here, with its own progress line, not in a child
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with _one_compile_at_a_time(out.parent, quiet=False):
+    # Locked apart from Kokoro's entries (their compiles take minutes; this one seconds).
+    lock = weights_file().parent
+    lock.mkdir(parents=True, exist_ok=True)
+    with _one_compile_at_a_time(lock, quiet=False):
         if (out / META).is_file():  # another process compiled it while this one waited
             return out
         with progress.step("compiling the speaker encoder for this CPU (once)"):
