@@ -20,7 +20,8 @@ from pathlib import Path
 
 from kokoro_tvm_ext import _native
 from kokoro_tvm_ext.model.artifact_cache import _one_compile_at_a_time, cached_artifact_dir, library_key
-from kokoro_tvm_ext.model.runtime.cpu_features import host_arch
+from kokoro_tvm_ext.model.compile import default_target
+from kokoro_tvm_ext.model.runtime.cpu_features import host_arch, target_features
 from kokoro_tvm_ext.model.runtime.tvm_runtime import compiler_available
 from kokoro_tvm_ext.model.speaker_encoder.weights import PT_SHA256, load_weights, weights_file
 from kokoro_tvm_ext.plugin.native_log import quiet_harmless_warnings
@@ -55,8 +56,6 @@ def compile_encoder(weights: dict, out_dir: Path) -> Path:
     with torch_hidden():  # TVM's FFI would load torch (1.5 s, 500 MB) if it is installed; nothing here uses it
         import tvm
 
-    from kokoro_tvm_ext.model.compile import default_target
-    from kokoro_tvm_ext.model.runtime.cpu_features import target_features
     from kokoro_tvm_ext.model.speaker_encoder.network import build_module
     from kokoro_tvm_ext.plugin.passes.pipeline import cpu_pipeline
 

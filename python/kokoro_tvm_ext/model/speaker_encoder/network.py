@@ -9,18 +9,16 @@ kernel takes, its bias folded in), ReLU and an L2 normalisation. The weights are
 from __future__ import annotations
 
 import numpy as np
+import tvm
+from tvm import relax
 
 from kokoro_tvm_ext.model.speaker_encoder.spec import LAYERS, N_MELS, PARTIAL_FRAMES, lstm_weight_names
+from kokoro_tvm_ext.plugin.frontend.lstm import emit_plugin
+from kokoro_tvm_ext.plugin.lstm_call import LSTMCall
 
 
 def build_module(weights: dict[str, np.ndarray]):
     """The IRModule of the encoder's network with these weights."""
-    import tvm
-    from tvm import relax
-
-    from kokoro_tvm_ext.plugin.frontend.lstm import emit_plugin
-    from kokoro_tvm_ext.plugin.lstm_call import LSTMCall
-
     n = tvm.tirx.Var("n", "int64")
     mels = relax.Var("mels", relax.TensorType([n, PARTIAL_FRAMES, N_MELS], "float32"))
     bb = relax.BlockBuilder()
