@@ -24,6 +24,8 @@ import sys
 
 from kokoro_tvm_ext.speech import list_voices, resolve_lang
 from kokoro_tvm_ext.speech.languages import BY_CODE, codes_text
+from kokoro_tvm_ext.speech.voice_design import DesignOptions, design
+from kokoro_tvm_ext.speech.voice_design.state import state_path
 from kokoro_tvm_ext.speech.voices import sdist
 from kokoro_tvm_ext.support.errors import InvalidInputError
 
@@ -123,9 +125,6 @@ def run(args) -> int:
 
 
 def _design(args) -> int:
-    from kokoro_tvm_ext.speech.voice_design import DesignOptions, design
-    from kokoro_tvm_ext.speech.voice_design.state import state_path
-
     options = DesignOptions(
         lang=args.design_lang, seed=args.seed, steps=args.steps, minutes=args.minutes, method=args.method
     )

@@ -22,8 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
-from kokoro_tvm_ext import __version__
+from kokoro_tvm_ext import _native
+from kokoro_tvm_ext.model.runtime.cpu_features import host_features, int8_native
+from kokoro_tvm_ext.model.speaker_encoder import SpeakerEncoder
+from kokoro_tvm_ext.speech.config import SpeakerConfig
 from kokoro_tvm_ext.speech.languages import language
+from kokoro_tvm_ext.speech.speaker import Speaker
 from kokoro_tvm_ext.speech.voice_design.recordings import read_recording
 from kokoro_tvm_ext.speech.voice_design.scoring import SENTENCES, Scorer, unit
 from kokoro_tvm_ext.speech.voice_design.space import ANCHORS, DIRECTIONS, StyleSpace
@@ -128,8 +132,6 @@ class _Normal:
 
 def default_precision() -> str:
     """int8 where the CPU computes in it (a step is a synthesis: the fastest precision), else fp32."""
-    from kokoro_tvm_ext.model.runtime.cpu_features import host_features, int8_native
-
     return "int8" if int8_native(host_features()) else "fp32"
 
 
@@ -165,13 +167,8 @@ def design(
     state = load_state(path, key)
 
     if encoder is None:
-        from kokoro_tvm_ext.model.speaker_encoder import SpeakerEncoder
-
         encoder = SpeakerEncoder.load(threads=threads)
     if speaker is None:
-        from kokoro_tvm_ext.speech.config import SpeakerConfig
-        from kokoro_tvm_ext.speech.speaker import Speaker
-
         speaker = Speaker.open(SpeakerConfig(precision=default_precision(), threads=threads), quiet=True)
     target = unit(np.mean([unit(encoder.embed(r.audio, 16000)) for r in recs], axis=0))
     scorer = Scorer(speaker, encoder, target, lang, seed=options.seed)
@@ -223,7 +220,7 @@ def design(
         "language": lang,
         "name": out.stem,
         "provenance": {
-            "tool": f"kokoro-tvm-ext {__version__} voices design",
+            "tool": f"kokoro-tvm-ext {_native.__version__} voices design",
             "method": options.method,
             "recordings": [
                 {"file": r.path.name, "sha256": r.sha256, "speech_seconds": round(r.speech_seconds, 2)} for r in recs

@@ -48,6 +48,7 @@ from kokoro_tvm_ext.model.spec import STYLE_DIM, VOICE_PACK_ROWS
 from kokoro_tvm_ext.model.weights import hf_cache
 from kokoro_tvm_ext.speech.languages import BY_CODE as _LANG_CODES  # a voice's first letter is its language
 from kokoro_tvm_ext.speech.voices import sdist
+from kokoro_tvm_ext.support.cache import AtomicFiles
 from kokoro_tvm_ext.support.errors import CorruptAssetError, InvalidInputError, InvalidVoiceError, UnknownVoiceError
 
 DEFAULT_VOICE = "af_heart"  # hexgrad's default; used by `say`, `bench` and the Python API
@@ -375,8 +376,6 @@ def style_for(pack, num_phonemes: int) -> np.ndarray:
 def save_voice(path: str | Path, pack, sidecar: dict) -> Path:
     """Write a voice file ``path`` (``.npy``: the [510, 1, 256] float32 pack) and its sidecar ``NAME.json`` together,
     all or nothing (``sidecar`` needs a ``language``); the pack's path."""
-    from kokoro_tvm_ext.support.cache import AtomicFiles
-
     path = Path(path).expanduser()
     if path.suffix != ".npy":
         raise InvalidInputError(f"a voice file is written as NAME.npy, got {path.name}")
