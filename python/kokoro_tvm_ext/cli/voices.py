@@ -137,6 +137,7 @@ def _design(args) -> int:
             options,
             threads=args.threads,
             progress=bar.update,
+            status=lambda message: print(f"kokoro-tvm: {message}", file=sys.stderr, flush=True),
         )
     except KeyboardInterrupt:
         bar.close()

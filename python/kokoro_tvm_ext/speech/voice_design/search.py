@@ -136,12 +136,21 @@ def default_precision() -> str:
 
 
 def design(
-    recordings, out, options: DesignOptions, *, speaker=None, encoder=None, progress=None, threads: int | None = None
+    recordings,
+    out,
+    options: DesignOptions,
+    *,
+    speaker=None,
+    encoder=None,
+    progress=None,
+    status=None,
+    threads: int | None = None,
 ) -> Design:
     """Design a voice like ``recordings`` (paths) into ``out`` (``NAME.npy`` + ``NAME.json``), resuming from ``out``'s
     saved state when there is one. ``speaker``/``encoder``: already open ones (default: a Speaker in
     ``default_precision`` on ``threads`` and the speaker encoder); ``progress(state, generations_left_or_None)``
-    after each generation. Every refusal comes before anything slow and writes nothing."""
+    after each generation; ``status(message)`` before each slow stage. Every refusal comes before anything slow
+    and writes nothing."""
     options.check()
     out = Path(out).expanduser()
     if out.suffix != ".npy":
@@ -175,6 +184,8 @@ def design(
     packs = {name: load_voice(name) for name in pool}
     started = time.perf_counter()
     if state is None:
+        if status is not None:
+            status(f"ranking {len(pool)} stock voices against the recordings (one sentence each)")
         first = scorer.plans[:1]
         stock = {}
         for name in pool:  # one sentence each: which stock voices sound nearest
@@ -187,6 +198,9 @@ def design(
     space = StyleSpace.build([packs[n] for n in pool], [packs[n] for n in state.anchors], options.directions)
 
     generations = None if options.steps is None else options.steps // options.population
+    if status is not None:
+        where = f"generation {state.generations + 1}" if state.generations else "the start"
+        status(f"searching from {where}: {' '.join(state.anchors)} ({options.method})")
     limit = options.budget_minutes
     while True:
         if generations is not None and state.generations >= generations:
