@@ -102,3 +102,12 @@ def test_the_artifact_is_cached(encoder):
     assert time.perf_counter() - started < 5  # found, not compiled (a compile takes seconds more)
     meta = read_meta(artifact_dir())
     assert (artifact_dir() / LIBRARY).is_file() and meta["model"] == "resemblyzer-0.1.4"
+
+
+def test_a_recordings_embedding_does_not_depend_on_its_batch(encoder, kokoro_clips):
+    """Bit for bit: alone, in a batch, again (a seeded voice design repeats its scores exactly)."""
+    wavs = [wav for wav, _ in kokoro_clips.values()]
+    many = encoder.embed_many(wavs, 24000, trim=False)
+    assert np.array_equal(many, np.stack([encoder.embed(w, 24000, trim=False) for w in wavs]))
+    assert np.array_equal(many, encoder.embed_many(wavs, 24000, trim=False))
+    assert np.array_equal(many[::-1], encoder.embed_many(wavs[::-1], 24000, trim=False))
