@@ -36,7 +36,7 @@ def main() -> None:
 
     with warnings.catch_warnings():  # webrtcvad imports pkg_resources
         warnings.simplefilter("ignore")
-        from resemblyzer import VoiceEncoder, audio
+        from resemblyzer import VoiceEncoder
 
     from kokoro_tvm_ext.model.speaker_encoder import SpeakerEncoder, frontend, preprocess
 
