@@ -111,3 +111,12 @@ def test_a_recordings_embedding_does_not_depend_on_its_batch(encoder, kokoro_cli
     assert np.array_equal(many, np.stack([encoder.embed(w, 24000, trim=False) for w in wavs]))
     assert np.array_equal(many, encoder.embed_many(wavs, 24000, trim=False))
     assert np.array_equal(many[::-1], encoder.embed_many(wavs[::-1], 24000, trim=False))
+
+
+def test_many_windows_run_in_bounded_batches_with_the_same_result(encoder, kokoro_clips, monkeypatch):
+    from kokoro_tvm_ext.model.speaker_encoder import encoder as encoder_module
+
+    wavs = [wav for wav, _ in kokoro_clips.values()]
+    whole = encoder.embed_many(wavs, 24000, trim=False)
+    monkeypatch.setattr(encoder_module, "MAX_BATCH", 3)
+    assert np.array_equal(encoder.embed_many(wavs, 24000, trim=False), whole)

@@ -102,3 +102,10 @@ def test_channels_and_integer_pcm_are_read_as_mono_float():
     np.testing.assert_allclose(preprocess.as_mono(stereo.T), tone, atol=1e-7)
     pcm = np.round(tone * 32767).astype(np.int16)
     np.testing.assert_allclose(preprocess.as_mono(pcm), tone, atol=1e-4)
+
+
+def test_a_long_recording_is_transformed_in_blocks_with_the_same_result(resemblyzer, kokoro_clips, monkeypatch):
+    wav = _speech_16k(kokoro_clips)[0]
+    monkeypatch.setattr(frontend, "BLOCK_FRAMES", 37)  # blocks that do not divide the frame count
+    expected = resemblyzer.audio.wav_to_mel_spectrogram(wav)
+    assert np.abs(frontend.mel_spectrogram(wav) - expected).max() <= 1e-5 * np.abs(expected).max()

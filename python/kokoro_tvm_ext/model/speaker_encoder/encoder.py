@@ -19,6 +19,10 @@ from kokoro_tvm_ext.model.speaker_encoder.spec import EMBEDDING, SAMPLE_RATE
 from kokoro_tvm_ext.support.cache import Progress
 from kokoro_tvm_ext.support.errors import InvalidInputError
 
+# Windows run through the network at a time (the LSTM keeps every step's output: 42 MB a layer for 256 windows),
+# so an hour of audio (2,800 windows) takes bounded memory.
+MAX_BATCH = 256
+
 
 class SpeakerEncoder:
     """Resemblyzer's GE2E encoder. Build it with :meth:`load`."""
@@ -46,8 +50,13 @@ class SpeakerEncoder:
         return frontend.partials(audio)
 
     def embed_partials(self, mels: np.ndarray) -> np.ndarray:
-        """The network alone: mel partials [n, 160, 40] -> unit-norm embeddings [n, 256]."""
-        return np.asarray(self._network(np.ascontiguousarray(mels, dtype=np.float32)), dtype=np.float32)
+        """The network alone: mel partials [n, 160, 40] -> unit-norm embeddings [n, 256], in batches of at most
+        ``MAX_BATCH`` windows (each window's embedding does not depend on the others in its batch, bit for bit)."""
+        mels = np.ascontiguousarray(mels, dtype=np.float32)
+        out = np.empty((len(mels), EMBEDDING), np.float32)
+        for start in range(0, len(mels), MAX_BATCH):
+            out[start : start + MAX_BATCH] = self._network(mels[start : start + MAX_BATCH])
+        return out
 
     def embed(self, wav: np.ndarray, sample_rate: int, *, trim: bool = True) -> np.ndarray:
         """The utterance embedding (256,) float32, unit norm, of ``wav`` (mono, or channels averaged) at
