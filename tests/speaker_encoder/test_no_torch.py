@@ -71,3 +71,17 @@ def test_fetched_compiled_and_run_without_torch(tmp_path, resemblyzer, speech_an
     assert out["compiler"] is not runtime_only  # runtime-only: the compile ran in a child process
     assert np.abs(np.array(out["embedding"]) - expected).max() < 1e-4
     assert list((tmp_path / "cache" / "artifacts").glob("speaker-encoder-*/encoder.so"))
+
+
+def test_a_damaged_library_is_compiled_again(tmp_path, monkeypatch, resemblyzer, speech_and_reference):
+    from kokoro_tvm_ext.model.speaker_encoder import SpeakerEncoder
+    from kokoro_tvm_ext.model.speaker_encoder.compile import LIBRARY, ensure_encoder_artifact
+
+    monkeypatch.setenv("KOKORO_TVM_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("KOKORO_TVM_RESEMBLYZER", str(Path(resemblyzer.__file__).parent / "pretrained.pt"))
+    # Compiled, not loaded: overwriting a library this process has mapped would crash it.
+    library = ensure_encoder_artifact() / LIBRARY
+    library.write_bytes(library.read_bytes()[:1000])  # truncated: its sha256 no longer matches meta.json
+    wav16, expected = speech_and_reference
+    embedding = SpeakerEncoder.load().embed(wav16, 16000, trim=False)
+    assert np.abs(embedding - expected).max() < 1e-4

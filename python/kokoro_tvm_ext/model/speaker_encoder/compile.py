@@ -90,10 +90,21 @@ def read_meta(out_dir: Path) -> dict:
     return meta
 
 
+def _sound(out: Path) -> bool:
+    """Whether ``out`` holds a usable artifact (a missing, damaged or altered one is compiled again)."""
+    if not (out / META).is_file():
+        return False
+    try:
+        read_meta(out)
+    except ArtifactError:
+        return False
+    return True
+
+
 def ensure_encoder_artifact(progress: Progress | None = None) -> Path:
     """The cached artifact's directory, compiled first if needed (once, atomically, one process at a time)."""
     out = artifact_dir()
-    if (out / META).is_file():
+    if _sound(out):
         return out
     progress = progress or Progress()
     weights = load_weights(progress=progress)  # fetched here, with its own progress line, not in a child
@@ -101,7 +112,7 @@ def ensure_encoder_artifact(progress: Progress | None = None) -> Path:
     lock = weights_file().parent
     lock.mkdir(parents=True, exist_ok=True)
     with _one_compile_at_a_time(lock, quiet=False):
-        if (out / META).is_file():  # another process compiled it while this one waited
+        if _sound(out):  # another process compiled it while this one waited
             return out
         with progress.step("compiling the speaker encoder for this CPU (once)"):
             with atomic_directory(out) as tmp:
