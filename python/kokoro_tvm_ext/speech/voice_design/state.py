@@ -10,6 +10,7 @@ options is refused, not overwritten.
 from __future__ import annotations
 
 import pickle
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,7 +46,8 @@ def load_state(path: Path, key: dict) -> DesignState | None:
     if not path.is_file():
         return None
     try:
-        with open(path, "rb") as f:
+        with open(path, "rb") as f, warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Could not import matplotlib")  # cma's, as it is unpickled
             version, state = pickle.load(f)
     except Exception as err:  # noqa: BLE001  (a truncated or foreign file: say which, never a traceback)
         raise InvalidInputError(
