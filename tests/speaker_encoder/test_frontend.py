@@ -109,3 +109,14 @@ def test_a_long_recording_is_transformed_in_blocks_with_the_same_result(resembly
     monkeypatch.setattr(frontend, "BLOCK_FRAMES", 37)  # blocks that do not divide the frame count
     expected = resemblyzer.audio.wav_to_mel_spectrogram(wav)
     assert np.abs(frontend.mel_spectrogram(wav) - expected).max() <= 1e-5 * np.abs(expected).max()
+
+
+def test_the_energy_trim_keeps_what_webrtcs_keeps_on_real_speech(kokoro_clips, human_clips):
+    """The windows kept by our flags and by WebRTC's (mode 3, Resemblyzer's), through the same smoothing."""
+    clips = _speech_16k(kokoro_clips) + [preprocess.resample(w, r) for w, r in human_clips]
+    agreement = []
+    for wav in clips:
+        wav = preprocess.normalize_volume(wav)
+        ours = preprocess.keep_mask(preprocess.voiced_windows(wav))
+        agreement.append(np.mean(ours == preprocess.keep_mask(_webrtc_flags(wav))))
+    assert np.mean(agreement) > 0.95 and min(agreement) > 0.85, agreement
