@@ -153,3 +153,18 @@ def test_offline_the_error_names_the_local_file_option(isolated_cache, monkeypat
     with pytest.raises(MissingAssetError, match=r"could not fetch.*KOKORO_TVM_RESEMBLYZER") as err:
         encoder_weights.load_weights()
     assert "\n" not in str(err.value)
+
+
+def test_first_use_fetches_resemblyzers_wheel_with_pip(isolated_cache, pretrained):
+    """The real path: pip downloads the wheel (16 MB), its sha256 and its checkpoint's are checked."""
+    torch = pytest.importorskip("torch")
+    try:
+        state = encoder_weights.load_weights()
+    except MissingAssetError as err:
+        if "could not fetch" in str(err):
+            pytest.skip(f"no PyPI access: {err}")
+        raise
+    theirs = torch.load(pretrained, map_location="cpu", weights_only=False)["model_state"]
+    for name, value in state.items():
+        np.testing.assert_array_equal(value, theirs[name].numpy())
+    assert encoder_weights.weights_file().is_file()
