@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import warnings
 from pathlib import Path
 
@@ -51,30 +49,10 @@ def kokoro_clips() -> dict[str, tuple[np.ndarray, int]]:
     return {path.stem: read_audio(path) for path in sorted(DATA.glob("*.flac"))}
 
 
-def _alsa_dir(cache: Path) -> Path | None:
-    if all((ALSA_SOUNDS / f"{name}.wav").is_file() for name in ALSA_VOICES):
-        return ALSA_SOUNDS
-    unpacked = cache / "alsa-utils" / "usr" / "share" / "sounds" / "alsa"
-    if all((unpacked / f"{name}.wav").is_file() for name in ALSA_VOICES):
-        return unpacked
-    if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
-        return None
-    download = cache / "download"
-    download.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["apt-get", "download", "-qq", "alsa-utils"], cwd=download, capture_output=True)
-    debs = sorted(download.glob("alsa-utils_*.deb"))
-    if not debs:
-        return None
-    subprocess.run(["dpkg-deb", "-x", str(debs[-1]), str(cache / "alsa-utils")], check=True)
-    return unpacked
-
-
 @pytest.fixture(scope="session")
 def human_clips(tmp_path_factory) -> list[tuple[np.ndarray, int]]:
     """A person naming ALSA's channels (48 kHz, ~1.4 s each), from Debian's alsa-utils."""
-    from kokoro_tvm_ext.support.cache import cache_dir
+    from system_tools import require
 
-    found = _alsa_dir(cache_dir() / "test-data")
-    if found is None:
-        pytest.skip("no real human speech here: install alsa-utils (Debian) for /usr/share/sounds/alsa")
-    return [read_audio(found / f"{name}.wav") for name in ALSA_VOICES]
+    require(*(str(ALSA_SOUNDS / f"{name}.wav") for name in ALSA_VOICES))
+    return [read_audio(ALSA_SOUNDS / f"{name}.wav") for name in ALSA_VOICES]
