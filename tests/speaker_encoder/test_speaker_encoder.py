@@ -9,6 +9,9 @@ import pytest
 from kokoro_tvm_ext.model.speaker_encoder import frontend, preprocess
 from kokoro_tvm_ext.support.errors import InvalidInputError
 
+# A compiled encoder in every test (the model tier: tests/conftest.py).
+pytestmark = pytest.mark.model
+
 TOLERANCE = 1e-4
 
 

@@ -15,6 +15,9 @@ import pytest
 
 from kokoro_tvm_ext.model.speaker_encoder import preprocess
 
+# A compiled encoder in every test (the model tier: tests/conftest.py).
+pytestmark = pytest.mark.model
+
 HIDDEN = ("torch", "librosa", "webrtcvad", "resemblyzer")
 
 SCRIPT = """
