@@ -21,6 +21,7 @@ track and Nero ``chpl`` in MPEG-4.
 from __future__ import annotations
 
 import io
+import wave
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -140,8 +141,6 @@ class AudioEncoder:
         if fmt == "wav" and not title and _seekable(out):
             # The standard library's writer: the same samples and exact sizes without loading FFmpeg's libraries
             # (~40 ms of a cold `say`). Streams (no seek: sizes unknown) and titles go through PyAV.
-            import wave
-
             self._wave = wave.open(out, "wb")
             self._wave.setnchannels(1)
             self._wave.setsampwidth(2)
