@@ -28,7 +28,7 @@ from kokoro_tvm_ext.model.speaker_encoder import SpeakerEncoder
 from kokoro_tvm_ext.speech.config import SpeakerConfig
 from kokoro_tvm_ext.speech.languages import language
 from kokoro_tvm_ext.speech.speaker import Speaker
-from kokoro_tvm_ext.speech.voice_design.recordings import read_recording
+from kokoro_tvm_ext.speech.voice_design.recordings import RATE, read_recording
 from kokoro_tvm_ext.speech.voice_design.scoring import SENTENCES, Scorer, unit
 from kokoro_tvm_ext.speech.voice_design.space import ANCHORS, DIRECTIONS, StyleSpace
 from kokoro_tvm_ext.speech.voice_design.state import DesignState, load_state, save_state, state_path
@@ -179,7 +179,7 @@ def design(
         encoder = SpeakerEncoder.load(threads=threads)
     if speaker is None:
         speaker = Speaker.open(SpeakerConfig(precision=default_precision(), threads=threads), quiet=True)
-    target = unit(np.mean([unit(encoder.embed(r.audio, 16000)) for r in recs], axis=0))
+    target = unit(np.mean([unit(encoder.embed(r.audio, RATE)) for r in recs], axis=0))
     scorer = Scorer(speaker, encoder, target, lang, seed=options.seed)
     packs = {name: load_voice(name) for name in pool}
     started = time.perf_counter()
