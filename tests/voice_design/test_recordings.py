@@ -12,7 +12,13 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from kokoro_tvm_ext.speech.voice_design.recordings import MAX_SECONDS, RATE, read_recording, speech_seconds
+from kokoro_tvm_ext.speech.voice_design.recordings import (
+    MAX_SECONDS,
+    RATE,
+    read_recording,
+    read_recordings,
+    speech_seconds,
+)
 from kokoro_tvm_ext.support.errors import InvalidInputError
 
 
@@ -106,3 +112,18 @@ def test_speech_seconds_counts_loud_frames():
     the 34th a third sound (RMS 0.1 / sqrt(3), still louder than -45 dBFS): 34 x 30 ms."""
     audio = np.concatenate([_voiced(1.0, RATE), np.zeros(2 * RATE, np.float32)])
     assert speech_seconds(audio) == pytest.approx(34 * 0.03)
+
+
+def test_short_clips_of_one_voice_count_together(tmp_path):
+    """Two 2-second clips pass together (4 s of speech), not alone; two 1-second clips do not."""
+    for name, seconds in (("a", 2.0), ("b", 2.0), ("c", 1.0), ("d", 1.0)):
+        sf.write(tmp_path / f"{name}.wav", _voiced(seconds, 24000), 24000)
+    recs = read_recordings([tmp_path / "a.wav", tmp_path / "b.wav"])
+    assert sum(r.speech_seconds for r in recs) == pytest.approx(4.0, abs=0.1)
+    with pytest.raises(InvalidInputError, match="holds 2.0 s of speech; give at least 3 s"):
+        read_recordings([tmp_path / "a.wav"])
+    with pytest.raises(InvalidInputError, match="the 2 recordings hold 2.0 s of speech together; give at least 3 s"):
+        read_recordings([tmp_path / "c.wav", tmp_path / "d.wav"])
+    with pytest.raises(InvalidInputError, match="is silent"):
+        sf.write(tmp_path / "quiet.wav", np.zeros(24000, np.float32), 24000)
+        read_recordings([tmp_path / "a.wav", tmp_path / "b.wav", tmp_path / "quiet.wav"])

@@ -37,9 +37,24 @@ class Recording:
     truncated: bool
 
 
-def read_recording(path: str | Path) -> Recording:
+def read_recordings(paths) -> list[Recording]:
+    """Each of ``paths`` read (``read_recording``, each at least ``MIN_SPEECH_SECONDS`` when alone); several short
+    clips of one voice pass when their speech adds up to ``MIN_SPEECH_SECONDS``."""
+    paths = list(paths)
+    if len(paths) == 1:
+        return [read_recording(paths[0])]
+    recs = [read_recording(p, min_speech=0.0) for p in paths]
+    total = sum(r.speech_seconds for r in recs)
+    if total < MIN_SPEECH_SECONDS:
+        raise InvalidInputError(
+            f"the {len(recs)} recordings hold {total:.1f} s of speech together; give at least {MIN_SPEECH_SECONDS:g} s"
+        )
+    return recs
+
+
+def read_recording(path: str | Path, min_speech: float = MIN_SPEECH_SECONDS) -> Recording:
     """``path`` decoded and checked; InvalidInputError (one line naming the file and the fix) when it is not audio,
-    was recorded below ``MIN_RATE``, or holds less than ``MIN_SPEECH_SECONDS`` of speech."""
+    was recorded below ``MIN_RATE``, is silent or holds less than ``min_speech`` seconds of speech."""
     path = Path(path).expanduser()
     if not path.is_file():
         raise InvalidInputError(f"recording {path}: no such file")
@@ -52,9 +67,9 @@ def read_recording(path: str | Path) -> Recording:
     speech = speech_seconds(audio)
     if speech == 0.0:
         raise InvalidInputError(f"recording {path.name} is silent (nothing louder than {_SPEECH_DBFS:g} dBFS)")
-    if speech < MIN_SPEECH_SECONDS:
+    if speech < min_speech:
         raise InvalidInputError(
-            f"recording {path.name} holds {speech:.1f} s of speech; give at least {MIN_SPEECH_SECONDS:g} s "
+            f"recording {path.name} holds {speech:.1f} s of speech; give at least {min_speech:g} s "
             "(10 s or more of one speaker works best)"
         )
     return Recording(path, file_sha256(path), audio, source_rate, speech, truncated)

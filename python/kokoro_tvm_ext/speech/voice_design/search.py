@@ -28,7 +28,7 @@ from kokoro_tvm_ext.model.speaker_encoder import SpeakerEncoder
 from kokoro_tvm_ext.speech.config import SpeakerConfig
 from kokoro_tvm_ext.speech.languages import language
 from kokoro_tvm_ext.speech.speaker import Speaker
-from kokoro_tvm_ext.speech.voice_design.recordings import RATE, read_recording
+from kokoro_tvm_ext.speech.voice_design.recordings import RATE, read_recordings
 from kokoro_tvm_ext.speech.voice_design.scoring import SENTENCES, Scorer, unit
 from kokoro_tvm_ext.speech.voice_design.space import ANCHORS, DIRECTIONS, StyleSpace
 from kokoro_tvm_ext.speech.voice_design.state import DesignState, load_state, save_state, state_path
@@ -159,7 +159,7 @@ def design(
     if not recordings:
         raise InvalidInputError("give at least one recording of the voice")
     check_writable_file(out)
-    recs = [read_recording(p) for p in recordings]
+    recs = read_recordings(recordings)
     pool = tuple(options.pool or [v.name for v in list_voices() if v.source != "voices-dir"])
     key = {
         "recordings": [r.sha256 for r in recs],
