@@ -125,8 +125,10 @@ def test_the_sidecar_says_what_made_the_voice(designed, recording):
     made = meta["provenance"]
     assert made["recordings"][0]["sha256"] == hashlib.sha256(recording.read_bytes()).hexdigest()
     assert made["seed"] == 5 and made["budget"]["candidates"] == 8 and made["budget"]["generations"] == 2
-    assert set(made["anchors"]) <= set(POOL) and abs(sum(made["anchors"].values()) - 1) < 1e-5
-    assert HELD_OUT not in made["anchors"]
+    anchors = made["anchors"]
+    assert {a["voice"] for a in anchors} <= set(POOL) and abs(sum(a["weight"] for a in anchors) - 1) < 1e-5
+    assert [a["similarity"] for a in anchors] == sorted((a["similarity"] for a in anchors), reverse=True)
+    assert HELD_OUT not in {a["voice"] for a in anchors}
     assert {"total", "similarity", "consistency", "outside"} <= set(made["score"])
     np.testing.assert_array_equal(np.load(designed.path), designed.pack)
     assert designed.pack.shape == (510, 1, 256) and designed.pack.dtype == np.float32

@@ -247,7 +247,11 @@ def design(
                 "candidates": state.evaluations,
                 "generations": state.generations,
             },
-            "anchors": {n: round(float(w), 6) for n, w in zip(state.anchors, weights)},
+            # nearest first, as the encoder ranked them (a list: the sidecar's keys are written sorted)
+            "anchors": [
+                {"voice": n, "similarity": round(state.stock[n], 6), "weight": round(float(w), 6)}
+                for n, w in zip(state.anchors, weights)
+            ],
             "directions": space.steps,
             "test_sentences": list(SENTENCES.get(lang, SENTENCES["a"])),
             "encoder": "Resemblyzer's GE2E speaker encoder (kokoro_tvm_ext.model.speaker_encoder)",
