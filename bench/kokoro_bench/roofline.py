@@ -227,8 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     print(machine_line(args.threads))
     peaks = measure_peaks(args.threads)
     print(
-        f"peaks at {args.threads} threads (one core's best of 5 x threads): f32 FMA {peaks['f32_fma_gflops']} GFLOP/s, bf16 dot "
-        f"{peaks['bf16_dot_gflops']} GFLOP/s, int8 dot {peaks['int8_dot_gops']} GOP/s, memory read "
+        f"peaks at {args.threads} threads (one core's best of 5 x threads): f32 FMA {peaks['f32_fma_gflops']} "
+        f"GFLOP/s, bf16 dot {peaks['bf16_dot_gflops']} GFLOP/s, int8 dot {peaks['int8_dot_gops']} GOP/s, memory read "
         f"{peaks['read_gbs']} GB/s, copy {peaks['copy_gbs']} GB/s ({args.threads} threads, best of 5)"
     )
     if args.peaks_only:
