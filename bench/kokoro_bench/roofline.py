@@ -1,13 +1,13 @@
 """Where a synthesis spends its time, per class of operation, against this CPU's measured peaks.
 
 For each precision's artifact (fp32, bf16, int8) on the same text: the library's per-kernel counters
-(``kokoro_tvm_ext.counters``, tvm-ext/src/counters.rs: calls, wall time, FLOPs and bytes per kernel and class of
+(``kokoro_tvm_ext.counters``, tvm-ext/src/counters/mod.rs: calls, wall time, FLOPs and bytes per kernel and class of
 call) around each stage of one synthesis; TVM-generated code is a stage's time less its kernels' time; Python and
 runtime overhead is the synthesis's time less its stages'. Phases inside the kernels' tiles (quantizing and packing
 activations, Winograd's transforms, col2im) are summed CPU time over the threads, shown divided by the thread count
 ("of which", an estimate of their wall time inside the kernel rows above them).
 
-Peaks come from the library's microbenchmarks (``kokoro_tvm_ext.measure_peaks``, tvm-ext/src/peaks.rs): f32 FMA,
+Peaks come from the library's microbenchmarks (``kokoro_tvm_ext.measure_peaks``, tvm-ext/src/peaks/): f32 FMA,
 bf16 dot (VDPBF16PS) and int8 dot (VPDPBUSD), one core's best of five times the thread count, and memory
 bandwidth on all the threads at once.
 A GEMM-like row's fraction is of the compute peak of the precision its kernel runs in (a Winograd row counts

@@ -370,14 +370,14 @@ pub const PRECISION_KERNELS: Interface = Interface {
     entries: &[],
 };
 
-/// The roofline counters (`counters.rs`): "on", "off", "reset" or "read" (JSON).
+/// The roofline counters (`counters/`): "on", "off", "reset" or "read" (JSON).
 pub const COUNTERS: Interface = Interface {
     name: "counters",
     returns: Returns::Str,
     entries: &[param("command", Kind::Str, When::Always)],
 };
 
-/// This CPU's measured peaks as JSON (`peaks.rs`).
+/// This CPU's measured peaks as JSON (`peaks/`).
 pub const MEASURE_PEAKS: Interface = Interface {
     name: "measure_peaks",
     returns: Returns::Str,
