@@ -133,6 +133,15 @@ fn bench_small_calls() {
             println!("iSTFT L {l} {p:>4}: {:.3} ms", median(t));
         }
     }
+    // The f32 calls of fewer than 32 channels at 48 tokens: noise_convs[0] and [1], conv_post.
+    for s in [
+        (false, 22, 256, 15601, 12, 6, 3, 1, 1, 0, true),
+        (false, 22, 128, 15601, 1, 1, 0, 1, 1, 0, true),
+        (false, 128, 22, 15601, 7, 1, 3, 1, 1, 0, true),
+    ] {
+        let (_, t) = conv("", s, 11);
+        println!("small conv {s:?}: {:.3} ms", median(t));
+    }
     for n in [256, 1024, 2048] {
         for p in ["", "bf16", "int8"] {
             let (_, t) = matmul(p, (1, 128, n), 51);
