@@ -149,3 +149,11 @@ fn bench_small_calls() {
         }
     }
 }
+
+/// One inverse-STFT call at 48 tokens' length, for instruction counts:
+/// `valgrind --tool=callgrind <test binary> --ignored --exact counters::tests::istft_once`
+#[test]
+#[ignore]
+fn istft_once() {
+    conv("", (true, 22, 1, 15601, 20, 5, 0, 1, 1, 0, true), 1);
+}
