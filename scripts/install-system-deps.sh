@@ -28,6 +28,7 @@ rustfmt-web|cargo-fmt|scripts/lint.sh's cargo fmt where Rust is Debian's (rustup
 libstd-rust-web-dev:arm64|/usr/lib/rustlib/aarch64-unknown-linux-gnu/lib|the aarch64 standard library
 iproute2|ip|scripts/in-loopback-netns.sh: the loopback-only namespace of the Ray cluster and IPv6 guard tests
 valgrind|valgrind|scripts/memcheck.sh (not run by test.sh): the kernels' FFI tests under memcheck
+alsa-utils|/usr/share/sounds/alsa/Front_Center.wav|tests/speaker_encoder: real human speech (ALSA's channel-test recordings)
 "
 
 missing_packages() {

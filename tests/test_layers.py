@@ -58,15 +58,17 @@ def test_an_upward_import_breaks_the_contract(tmp_path, module, upward):
     assert result.returncode != 0 and "BROKEN" in result.stdout, result.stdout[-2000:]
 
 
-def test_the_fingerprint_changes_with_every_plugin_and_model_file_but_the_weights_package(tmp_path):
+def test_the_fingerprint_changes_with_every_plugin_and_model_file_but_the_weights_and_the_encoder(tmp_path):
     copy = copy_package(tmp_path)
     files = compiler_files(copy)
     assert {f.relative_to(copy).parts[0] for f in files} == set(COMPILER_LAYERS)
     assert any(f.name == "kernels.py" for f in files) and any(f.suffix == ".json" for f in files)
     weights = copy / "model" / "weights"
-    assert not any(f.is_relative_to(weights) for f in files)
+    encoder = copy / "model" / "speaker_encoder"  # another model, keyed by its own artifact
+    assert not any(f.is_relative_to(weights) or f.is_relative_to(encoder) for f in files)
     everything = [f for layer in COMPILER_LAYERS for f in (copy / layer).rglob("*") if f.is_file()]
-    assert set(everything) - set(files) == {f for f in weights.rglob("*") if f.is_file()}
+    left_out = [f for folder in (weights, encoder) for f in folder.rglob("*") if f.is_file()]
+    assert set(everything) - set(files) == set(left_out)
     base = compiler_fingerprint(copy)
     for f in files:
         original = f.read_bytes()
@@ -84,4 +86,5 @@ def test_the_fingerprint_changes_with_every_plugin_and_model_file_but_the_weight
     for edited in (weights / "rebuild.py", weights / "data" / "kmodel-82m-layout.json"):
         edited.write_bytes(edited.read_bytes() + b"\n")
     (weights / "new_source.py").write_text("X = 1\n")
+    (encoder / "network.py").write_text((encoder / "network.py").read_text() + "\n")
     assert compiler_fingerprint(copy) == base

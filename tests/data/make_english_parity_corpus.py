@@ -1,6 +1,7 @@
 """Writes english_parity_corpus.txt beside this file: public English text on which our English G2P is compared
 with KPipeline's (misaki + spaCy's en_core_web_sm), tests/speech/test_english_parity.py. One sentence a line,
-``source<TAB>sentence``. Its training counterpart is only read, by scripts/derive_english_tagger.py.
+``source<TAB>sentence``. Its training counterpart (:func:`corpora`) is kept for a tagger trained again; the
+shipped one is en_core_web_sm's own network, trained on none of it.
 
 Sources (see README.md for licences), each split into sentences by the project's own splitter:
 - ``britannica``: the Encyclopaedia Britannica 11th edition (1911) article "Shakespeare, William", edited prose,
@@ -120,7 +121,7 @@ def corpora() -> tuple[list[tuple[str, str]], list[str]]:
 def main() -> None:
     test, train = corpora()
     (HERE / "english_parity_corpus.txt").write_text("".join(f"{k}\t{s}\n" for k, s in test), encoding="utf-8")
-    print(f"{len(test)} test sentences ({len(train)} more for training: scripts/derive_english_tagger.py)")
+    print(f"{len(test)} test sentences ({len(train)} held out for training)")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ are checked where they are made: `say` (tests/test_cli.py), the server (tests/se
 from __future__ import annotations
 
 import io
+import sys
 
 import numpy as np
 import pytest
@@ -50,3 +51,17 @@ def test_chapters_only_in_formats_that_carry_them():
         StreamEncoder("m4a", 24000)
     with pytest.raises(InvalidInputError, match="^unknown audio format 'ogg'; choose one of wav, flac, mp3,"):
         StreamEncoder("ogg", 24000)
+
+
+def test_a_wav_file_needs_no_pyav_and_carries_the_samples_a_streamed_wav_does(tmp_path, monkeypatch):
+    samples = np.random.default_rng(1).integers(-32768, 32768, 30001).astype(np.int16)
+    streamed = StreamEncoder("wav", 24000)  # no seek: PyAV, with "until the end" sizes
+    stream_bytes = streamed.encode(samples[:7000]) + streamed.encode(samples[7000:]) + streamed.finish()
+    with monkeypatch.context() as blocked:
+        blocked.setitem(sys.modules, "av", None)  # `import av` raises ImportError
+        write_audio(tmp_path / "out.wav", [samples[:123], samples[123:]], 24000)
+    for data in ((tmp_path / "out.wav").read_bytes(), stream_bytes):
+        with av.open(io.BytesIO(data)) as container:
+            assert container.streams.audio[0].sample_rate == 24000
+            decoded = np.concatenate([f.to_ndarray().reshape(-1) for f in container.decode(audio=0)])
+        np.testing.assert_array_equal(decoded, samples)

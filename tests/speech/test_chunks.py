@@ -12,7 +12,7 @@ import pytest
 from kokoro_tvm_ext.errors import InvalidInputError
 from kokoro_tvm_ext.model.spec import MAX_TOKENS, STYLE_DIM, VOICE_PACK_ROWS
 from kokoro_tvm_ext.speech import Speaker, Voice, chunk_text, count_tokens, phonemize
-from kokoro_tvm_ext.speech.chunks import FIRST_CLAUSE_MIN_TOKENS
+from kokoro_tvm_ext.speech.chunks import FIRST_CLAUSE_MIN_TOKENS, TEXT_CHUNK_TOKENS
 from kokoro_tvm_ext.speech.edges import GAPS
 
 VOICE = Voice("test", np.zeros((VOICE_PACK_ROWS, 1, STYLE_DIM), np.float32), "a")
@@ -130,3 +130,40 @@ def test_a_bad_first_chunk_size_is_named(speaker, bad):
         speaker.plan("Hello there.", VOICE, first_chunk_tokens=bad)
     with pytest.raises(InvalidInputError, match="first_chunk_tokens must be 0 or more"):
         speaker.plan(phonemes="həlˈO ðˈɛɹ.", voice=VOICE, first_chunk_tokens=bad)
+
+
+# bench/quality.py --chunk-policy, 2026-12-06 (docs/performance.md, "what the chunk policy is chosen from"): one
+# fp32 call per length, seconds per phoneme token: (tokens, s/token) by language.
+MEASURED_PACE = {
+    "a": [(71, 0.0563), (195, 0.0592), (216, 0.0602), (291, 0.0592), (394, 0.0575), (491, 0.0534)],
+    "e": [(82, 0.0481), (165, 0.0501), (242, 0.0501), (262, 0.0487), (395, 0.0476), (506, 0.0455)],
+    "f": [(80, 0.0566), (195, 0.0554), (242, 0.0546), (295, 0.0534), (375, 0.0492), (505, 0.0436)],
+}
+
+
+def test_the_text_chunk_limit_is_where_the_measured_pace_still_holds():
+    """TEXT_CHUNK_TOKENS lies below every language's first length whose pace is off its ~200-token pace by more
+    than 4%, and at or above the longest length that still holds for some language (no shorter than needed)."""
+    first_off, last_held = [], []
+    for rows in MEASURED_PACE.values():
+        base = min(rows, key=lambda r: abs(r[0] - 200))[1]
+        off = [n for n, pace in rows if n > 200 and abs(pace / base - 1) > 0.04]
+        first_off.append(min(off))
+        last_held.append(max(n for n, _ in rows if n < min(off)))
+    assert min(last_held) <= TEXT_CHUNK_TOKENS < min(first_off), (last_held, first_off)
+    assert TEXT_CHUNK_TOKENS < MAX_TOKENS
+
+
+def test_a_sentence_past_the_text_limit_is_cut_at_its_clauses(speaker):
+    clause = "the river ran past the mill and the old stone bridge under a grey sky"
+    sentence = ", ".join([clause] * 6).capitalize() + "."
+    tokens = count_tokens(phonemize(sentence))
+    assert TEXT_CHUNK_TOKENS < tokens <= MAX_TOKENS  # one call could take it; the policy cuts it
+    plan = speaker.plan("Hi. " + sentence, VOICE)
+    body = plan.chunks[1:]
+    assert len(body) >= 2
+    assert all(count_tokens(c.phonemes) <= TEXT_CHUNK_TOKENS for c in body)
+    assert all(c.text.endswith(",") for c in body[:-1])  # at a clause mark, whole clauses packed
+    assert " ".join(c.text for c in body) == sentence
+    phonemes = phonemize(sentence)  # raw phonemes that fit the model stay one call, the user's exact utterance
+    assert [c.phonemes for c in speaker.plan(phonemes=phonemes, voice=VOICE).chunks] == [phonemes]

@@ -14,6 +14,8 @@ import warnings
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("misaki")
 pytest.importorskip("spacy")
@@ -112,6 +114,25 @@ def test_a_damaged_cache_is_built_again(tmp_path, monkeypatch):
     built = english_lexicon.cached_lexicon(en, False)  # misaki's own, and the file written again
     assert isinstance(built.golds, dict)
     assert dict(english_lexicon.cached_lexicon(en, False).golds) == built.golds
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.one_of(
+            st.text(st.characters(categories=["L", "N"]), min_size=1, max_size=12),  # letters and digits alone
+            st.sampled_from(["-", ".", "/", ":", "'", "…", "^", "+", "=", "@", "x.com", "www.", "²", "—"]),
+        ),
+        max_size=8,
+    ).map("".join)
+)
+def test_words_of_letters_and_digits_are_cut_as_spacy_cuts_them(word):
+    """The tokenizer skips its infix and URL patterns for letters and digits alone (compiled only when a word
+    with a mark comes): spaCy's blank English cuts every such word, and its neighbours with marks, the same."""
+    reference = english._TaggedBlankEnglish()
+    quick = english._TaggedTokens()
+    for text in (word, f"({word}).", f"a {word}-b"):
+        assert [t.text for t in quick(text)] == [t.text for t in reference(text)], text
 
 
 def test_cached_tokenizer_rules_are_this_spacys():

@@ -16,7 +16,7 @@ from kokoro_tvm_ext.support.errors import KokoroError
 COMMANDS = [
     ("say", "say", "speak text to an audio file (WAV, FLAC, MP3, Opus, AAC)"),
     ("compile", "compile", "compile Kokoro into a deployable TVM artifact"),
-    ("voices", "voices", "list the voices (name, language, gender, source); --install unpacks all 54"),
+    ("voices", "voices", "list the voices (--install unpacks all 54); voices design: a voice like a recording"),
     ("demo", "demo", "compile and run a small Relax program that calls the Rust plugin"),
     ("serve", "serve", "serve an OpenAI-compatible speech API (streaming, word timestamps)"),
     ("book", "book", "speak an EPUB, markdown or text book to an audiobook (resumable; --ray for a cluster)"),

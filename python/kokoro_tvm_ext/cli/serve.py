@@ -45,6 +45,7 @@ from kokoro_tvm_ext.cli.wyoming import import_wyoming
 from kokoro_tvm_ext.serve import options, server
 from kokoro_tvm_ext.serve.auth import KEYS_ENV
 from kokoro_tvm_ext.serve.options import MAX_INPUT_CHARS, GuardConfig
+from kokoro_tvm_ext.serve.voices import add_voices_dirs
 from kokoro_tvm_ext.speech.config import BACKENDS
 from kokoro_tvm_ext.support.errors import InvalidInputError, MissingAssetError
 
@@ -162,6 +163,13 @@ def add_arguments(parser) -> None:
         help="aliases from FILE, one NAME=VOICE a line ('#' comments); --voice-alias wins over it",
     )
     parser.add_argument(
+        "--voices-dir",
+        action="append",
+        metavar="DIR",
+        help="also serve the voice files in DIR (NAME.npy with NAME.json, as `kokoro-tvm voices design` writes "
+        "them) by NAME, listed in GET /v1/audio/voices; repeatable ($KOKORO_TVM_VOICES is read too)",
+    )
+    parser.add_argument(
         "--wyoming",
         metavar="URI",
         help="also speak Home Assistant's Wyoming protocol on URI (tcp://HOST:PORT or unix://PATH; see "
@@ -200,6 +208,7 @@ def run(args) -> int:
     if not 0 <= args.port <= 65535:
         raise InvalidInputError(f"--port must be 0..65535, got {args.port}")
     options.check_seconds("wyoming_idle_timeout", args.wyoming_idle_timeout, as_flags=True)
+    add_voices_dirs(args.voices_dir or ())
     built = _server(args)
     try:
         import av  # noqa: F401

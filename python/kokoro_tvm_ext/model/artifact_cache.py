@@ -53,8 +53,9 @@ from kokoro_tvm_ext.support.versions import installed_versions
 # by another version of itself, and a new file needs no list kept by hand.
 COMPILER_LAYERS = ("plugin", "model")
 # Left out: the weights package reads and rebuilds checkpoints, and the weights' own fingerprint
-# covers what it makes, so editing the rebuild keeps every compiled library.
-NOT_COMPILER = ("model/weights",)
+# covers what it makes, so editing the rebuild keeps every compiled library. The speaker encoder is
+# another model, keyed by its own artifact: editing it must not recompile Kokoro.
+NOT_COMPILER = ("model/weights", "model/speaker_encoder")
 
 
 def compiler_files(package: Path | None = None) -> list[Path]:

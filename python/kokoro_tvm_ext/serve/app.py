@@ -67,7 +67,7 @@ def create_app(
         speaker=speaker,
         scheduler=scheduler,
         voices=voices or VoiceBook(),
-        limits=limits or Limits(max_tokens=speaker.max_tokens),
+        limits=limits or Limits(),
         metrics=metrics,
     )
     errors.install(app)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from kokoro_tvm_ext.serve.errors import ApiError
 from kokoro_tvm_ext.serve.options import MAX_INPUT_CHARS
-from kokoro_tvm_ext.speech import FIRST_CHUNK_TOKENS, MAX_TOKENS, Voice, tokenize
+from kokoro_tvm_ext.speech import FIRST_CHUNK_TOKENS, Voice, tokenize
 from kokoro_tvm_ext.speech.markup import check_aliases, resolve_voice
 from kokoro_tvm_ext.speech.speaker import scaled_speed
 from kokoro_tvm_ext.support.errors import InvalidInputError
@@ -20,7 +20,6 @@ from kokoro_tvm_ext.support.errors import InvalidInputError
 @dataclass(frozen=True)
 class Limits:
     max_input_chars: int = MAX_INPUT_CHARS
-    max_tokens: int = MAX_TOKENS
     first_chunk_tokens: int = FIRST_CHUNK_TOKENS  # 0: the first clause, past 60 tokens; N > 0: at N tokens
     voice_tags: bool = True  # False: [voice:] and [rate:] read as text (`serve --no-voice-tags`)
 

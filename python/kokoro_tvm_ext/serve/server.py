@@ -48,7 +48,6 @@ class Server:
         speaker = speaker or self.open_speaker()
         limits = Limits(
             max_input_chars=self.max_input_chars,
-            max_tokens=speaker.max_tokens,
             first_chunk_tokens=self.first_chunk_tokens,
             voice_tags=self.voice_tags,
         )

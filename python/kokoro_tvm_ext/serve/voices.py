@@ -8,7 +8,18 @@ import difflib
 from kokoro_tvm_ext.serve.openai_voices import OPENAI_VOICES
 from kokoro_tvm_ext.speech import list_voices, parse_voice_spec
 from kokoro_tvm_ext.speech.languages import BY_CODE
+from kokoro_tvm_ext.speech.voices import add_voice_dir
 from kokoro_tvm_ext.support.errors import InvalidInputError, UnknownVoiceError
+
+
+def add_voices_dirs(dirs) -> None:
+    """`serve --voices-dir DIR`: the voice files in each DIR become voices of this server (and of its Wyoming), by
+    name; InvalidInputError naming a directory that is not one, before the model loads."""
+    for directory in dirs:
+        try:
+            add_voice_dir(directory)
+        except InvalidInputError as err:
+            raise InvalidInputError(f"--voices-dir: {err}") from None
 
 
 class VoiceBook:

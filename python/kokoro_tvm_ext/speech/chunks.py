@@ -4,9 +4,9 @@ policy, for every front end (``say``, the HTTP server, Wyoming, ``book``, ``Spea
 * The text path's stage after G2P: it consumes what :func:`~kokoro_tvm_ext.speech.text_path.read_text` gives,
   sentences cut where :mod:`kokoro_tvm_ext.speech.sentences` says (paragraphs, so headings, included), each read
   by the G2P alone, so its phonemes never depend on the text that came with it.
-* One sentence per chunk. A sentence longer than the model's context (510 tokens) is split at its clauses
-  (``, ; : — –``, ``、，；：``), the pieces packed greedily, then between words, then (one word longer than the
-  context) between phonemes.
+* One sentence per chunk. A sentence longer than :data:`TEXT_CHUNK_TOKENS` (300 of the model's 510) is split at
+  its clauses (``, ; : — –``, ``、，；：``), the pieces packed greedily, then between words, then (one word longer
+  than the limit) between phonemes.
 * The first chunk of a speech is its first clause when its first sentence is longer than
   :data:`FIRST_CLAUSE_MIN_TOKENS`, so its audio comes early (``first_chunk_tokens`` > 0 also cuts that clause after
   at most that many tokens, whole words, and then cuts any first sentence longer than that; None: no cut; default
@@ -38,6 +38,13 @@ from kokoro_tvm_ext.support.errors import InvalidInputError
 # voice where the sentence goes on (Whisper heard "O trem sai da | estação" as "O trem saída. Estação"), and at a
 # clause mark the voice already pauses. A server can trade that for earlier audio (--first-chunk-tokens 24).
 FIRST_CHUNK_TOKENS = 0
+
+# A text's chunks are at most this many tokens (a call takes up to MAX_TOKENS = 510). Measured by
+# bench/quality.py --chunk-policy (docs/performance.md, "what the chunk policy is chosen from"): a call's pace is even up to ~300 tokens and
+# then speeds up with its length (English -3% at ~400 and -10% at ~500 tokens, Spanish -4% / -8%, French already
+# -10% at 375), while its level and the recognizer's error do not change. So a longer sentence is cut at its
+# clauses, where the edges leave a comma's pause (.edges); Kokoro-FastAPI cuts at 250.
+TEXT_CHUNK_TOKENS = 300
 
 # A first sentence up to this many tokens is spoken whole, as one chunk. Its audio is ~0.95 s + 55 ms a token
 # (measured, af_heart, 11-196 tokens), so 60 tokens are ~4 s of speech, synthesized in about 1 s at fp32 on 2 cores
@@ -164,7 +171,7 @@ def chunk_sentence(
     words,
     vocab: dict[str, int],
     *,
-    max_tokens: int = MAX_TOKENS,
+    max_tokens: int = TEXT_CHUNK_TOKENS,
     first_chunk_tokens: int | None = None,
     ends_sentence: bool = True,
 ) -> list[Chunk]:
@@ -201,7 +208,7 @@ def chunk_sentences(
     sentences: Iterable[SentenceWords | Pause],
     vocab: dict[str, int],
     *,
-    max_tokens: int = MAX_TOKENS,
+    max_tokens: int = TEXT_CHUNK_TOKENS,
     first_chunk_tokens: int | None = FIRST_CHUNK_TOKENS,
 ) -> list[Chunk | Pause]:
     """Sentences' Words (and pauses) in order, as :func:`~kokoro_tvm_ext.speech.text_path.read_text` gives them
@@ -227,7 +234,7 @@ def text_chunks(
     lang: str,
     vocab: dict[str, int],
     *,
-    max_tokens: int = MAX_TOKENS,
+    max_tokens: int = TEXT_CHUNK_TOKENS,
     first_chunk_tokens: int | None = FIRST_CHUNK_TOKENS,
     cancel: threading.Event | None = None,
     lexicon=None,
@@ -279,7 +286,7 @@ def chunk_phonemes(
 def chunk_text(
     text: str,
     vocab: dict[str, int] | None = None,
-    max_tokens: int = MAX_TOKENS,
+    max_tokens: int = TEXT_CHUNK_TOKENS,
     lang: str = "a",
     first_chunk_tokens: int | None = FIRST_CHUNK_TOKENS,
 ) -> list[str]:

@@ -37,7 +37,13 @@ import numpy as np
 from kokoro_tvm_ext.model.config import load_config
 from kokoro_tvm_ext.model.spec import STYLE_DIM, VOICE_PACK_ROWS
 from kokoro_tvm_ext.speech.cancel import check_cancelled
-from kokoro_tvm_ext.speech.chunks import FIRST_CHUNK_TOKENS, Chunk, chunk_sentences, phoneme_chunks
+from kokoro_tvm_ext.speech.chunks import (
+    FIRST_CHUNK_TOKENS,
+    TEXT_CHUNK_TOKENS,
+    Chunk,
+    chunk_sentences,
+    phoneme_chunks,
+)
 from kokoro_tvm_ext.speech.config import SpeakerConfig
 from kokoro_tvm_ext.speech.edges import GAPS, EdgeCut, edge_cut, joint_after
 from kokoro_tvm_ext.speech.languages import BY_CODE, language
@@ -309,9 +315,10 @@ class Speaker:
     ) -> SpeechPlan:
         """Text (or ``phonemes``) -> its chunks, by the one chunking policy (:mod:`.chunks`): sentences cut
         before G2P (a blank line, so a heading, always ends one), one sentence per chunk of at most
-        ``max_tokens`` tokens, and the speech's first chunk cut after its first clause and at most
-        ``first_chunk_tokens`` tokens (whole words) so its audio comes early (0: the whole first clause; None:
-        no cut, for a plan that continues a speech). Chunk ``i`` gets noise seed ``seed + i``, or
+        :data:`~.chunks.TEXT_CHUNK_TOKENS` tokens (phonemes: one call when they fit the model's ``max_tokens``),
+        and the speech's first chunk cut after its first clause and at most ``first_chunk_tokens`` tokens
+        (whole words) so its audio comes early (0: the whole first clause; None: no cut, for a plan that
+        continues a speech). Chunk ``i`` gets noise seed ``seed + i``, or
         ``chunk_seeds(i)``. Every input error is raised here, before any synthesis. ``cancel``: an event a
         server sets when its client leaves; planning checks it between sentences (and inside long G2P loops)
         and raises :class:`~kokoro_tvm_ext.support.errors.RequestCancelled` once it is set. ``pack_sentences`` is
@@ -366,7 +373,10 @@ class Speaker:
                 voice_langs=not lang,
             )
             pieces = chunk_sentences(
-                sentences, self.vocab, max_tokens=self.max_tokens, first_chunk_tokens=first_chunk_tokens
+                sentences,
+                self.vocab,
+                max_tokens=min(self.max_tokens, TEXT_CHUNK_TOKENS),
+                first_chunk_tokens=first_chunk_tokens,
             )
         edges = _edge_silences(pieces, after_sentence, continues)
         seeds = chunk_seeds or (lambda i: seed + i)

@@ -3,7 +3,7 @@
 misaki's English G2P (the one hexgrad's KPipeline uses for ``lang_code='a'``/``'b'``) normally
 loads spaCy's ``en_core_web_sm`` and downloads it when missing. That model is not on PyPI from its
 authors and costs ~1 s to load, so here misaki gets spaCy's English tokenizer (``spacy.blank('en')``'s rules)
-plus a small tagger distilled from en_core_web_sm (:mod:`.english_tagger`) instead. The tags matter in a few
+plus en_core_web_sm's own tagger run in numpy (:mod:`.english_tagger`) instead. The tags matter in a few
 places: punctuation and quotation marks, numbers and currency, ``a``/``the``/``that``/``in``/``I``, and
 heteronyms (``to record`` vs ``a record``). :func:`kpipeline_g2p` is KPipeline's own G2P on the real model
 (the ``[dev]`` extra), for :mod:`.english_parity`.
@@ -45,19 +45,15 @@ from kokoro_tvm_ext.support.errors import MissingAssetError
 from kokoro_tvm_ext.support.torch_free import torch_hidden
 
 # ---------------------------------------------------------------------------------------
-# Tagging for spaCy's English tokens: the tagger distilled from en_core_web_sm (:mod:`.english_tagger`)
+# Tagging for spaCy's English tokens: en_core_web_sm's tagger in numpy (:mod:`.english_tagger`)
 
 
 def tag_tokens(tokens) -> None:
-    """Set ``tag_`` on spaCy-like tokens (``text``, ``whitespace_``, ``is_space``), as en_core_web_sm would, but
-    for brackets and symbols (:func:`_symbol_tag`)."""
+    """Set ``tag_`` on spaCy-like tokens (``text``, ``whitespace_``), as en_core_web_sm does (whitespace tokens
+    too: the model tags them, ``_SP`` mostly), but for brackets and symbols (:func:`_symbol_tag`)."""
     tokens = list(tokens)
-    words = [t for t in tokens if not t.is_space]
-    tags = shipped_tagger().tag([t.text for t in words], [bool(t.whitespace_) for t in words])
-    for tok in tokens:
-        if tok.is_space:
-            tok.tag_ = "_SP"
-    for tok, tag in zip(words, tags):
+    tags = shipped_tagger().tag([t.text for t in tokens], [bool(t.whitespace_) for t in tokens])
+    for tok, tag in zip(tokens, tags):
         tok.tag_ = _symbol_tag(tok.text) or tag
 
 

@@ -83,8 +83,9 @@ _NOT_COUNTED = {"is", "was", "has", "his", "as", "this", "its", "us", "always", 
 
 
 def _num(text: str) -> str:
-    """A number or a range as misaki reads it: the dash of a range is "to"."""
-    return _DASH.sub(" to ", text.strip())
+    """A number or a range as misaki reads it: the dash of a range is "to"; a leading minus is "minus" (spaCy's
+    tagger calls "-5" punctuation, which misaki drops)."""
+    return _DASH.sub(" to ", re.sub(r"^-(?=\d)", "minus ", text.strip()))
 
 
 def _many(number: str, one: str, many: str) -> str:

@@ -1,166 +1,227 @@
-"""A small Penn Treebank tagger distilled from spaCy's ``en_core_web_sm``: the tags KPipeline's misaki reads,
-without loading spaCy's model on ``say``'s path.
+"""spaCy's ``en_core_web_sm`` tagger (tok2vec + tagger, 3.8.0, MIT) run in numpy: the tags KPipeline's misaki
+reads, without loading spaCy or its model on ``say``'s path.
 
-An averaged perceptron, greedy left to right, over spaCy's English tokens (:mod:`.english_tokenizer`): each
-token's features are its word, affixes and shape, the words around it, the spaces around it (an opening
-quote is glued to the word after it) and the two tags before it. Its weights (``data/english_tagger.npz``)
-are derived by scripts/derive_english_tagger.py from en_core_web_sm's own tags (MIT, spaCy 3.8.0) over public
-text that tests/speech/test_english_parity.py does not test on; docs/pronunciation.md says how close it comes.
+The network, as spaCy's config describes it: each token's NORM, PREFIX (first character), SUFFIX (last three),
+SHAPE, SPACY (a space follows) and IS_SPACE are 64-bit ids (a string's id is MurmurHash64A of its UTF-8, seed
+1, or its fixed id when it is one of spaCy's symbols); each id picks 4 rows of its own table by MurmurHash3
+x64-128 (one seed per table) and sums them; the six sums -> maxout (3 pieces) -> layer norm; then 4 residual
+blocks of (the token and its two neighbours -> maxout -> layer norm), over the doc with 4 zero rows either
+side (thinc pads the doc so; the blocks change those rows too); a linear layer gives the 50 tag scores.
+Its weights (``data/english_tagger.npz``) are the model's own, extracted by scripts/derive_english_tagger.py
+with the norm tables the tags depend on; tests/speech/test_english_parity.py holds the result to the model's.
 """
 
 from __future__ import annotations
 
-import hashlib
+import json
 import threading
+from functools import lru_cache
 from importlib import resources
 
 import numpy as np
 
 WEIGHTS = "english_tagger.npz"
-_START = ("-START2-", "-START-")
+_PAD = 4  # rows of zeros thinc puts around a doc before the residual blocks
+_M64 = 0xFFFFFFFFFFFFFFFF
+_M32 = 0xFFFFFFFF
 
 
-def _shape(text: str) -> str:
-    """x for lower-case letters, X upper, d digits, the rest as written; runs of one kind cut to two."""
-    out = []
-    for c in text[:12]:
-        s = "x" if c.islower() else "X" if c.isupper() else "d" if c.isdigit() else c
-        if len(out) < 2 or not (out[-1] == s and out[-2] == s):
+@lru_cache(maxsize=65536)
+def hash_string(text: str) -> int:
+    """spaCy's id of a string: MurmurHash64A of its UTF-8 with seed 1."""
+    data = text.encode("utf-8")
+    m, r = 0xC6A4A7935BD1E995, 47
+    h = (1 ^ (len(data) * m)) & _M64
+    whole = len(data) // 8 * 8
+    for i in range(0, whole, 8):
+        k = (int.from_bytes(data[i : i + 8], "little") * m) & _M64
+        k = ((k ^ (k >> r)) * m) & _M64
+        h = ((h ^ k) * m) & _M64
+    if whole < len(data):
+        h = ((h ^ int.from_bytes(data[whole:], "little")) * m) & _M64
+    h = ((h ^ (h >> r)) * m) & _M64
+    return h ^ (h >> r)
+
+
+_C1, _C2 = np.uint64(0x87C37B91114253D5), np.uint64(0x4CF5AD432745937F)
+_F1, _F2 = np.uint64(0xFF51AFD7ED558CCD), np.uint64(0xC4CEB9FE1A85EC53)
+_U33, _U31, _U32 = np.uint64(33), np.uint64(31), np.uint64(32)
+
+
+def _fmix64(k: np.ndarray) -> np.ndarray:
+    k ^= k >> _U33
+    k *= _F1
+    k ^= k >> _U33
+    k *= _F2
+    k ^= k >> _U33
+    return k
+
+
+def embedding_rows(ids: np.ndarray, seed: int) -> np.ndarray:
+    """thinc's hash of each 64-bit id (MurmurHash3 x64-128 of its 8 bytes): (n, 4) uint32."""
+    with np.errstate(over="ignore"):
+        k1 = ids.astype(np.uint64) * _C1
+        k1 = ((k1 << _U31) | (k1 >> _U33)) * _C2
+        h1 = np.uint64(seed) ^ k1 ^ np.uint64(8)
+        h2 = np.full_like(h1, np.uint64(seed) ^ np.uint64(8))
+        h1 += h2
+        h2 += h1
+        h1, h2 = _fmix64(h1), _fmix64(h2)
+        h1 += h2
+        h2 += h1
+    out = np.empty((len(ids), 4), np.uint32)
+    out[:, 0], out[:, 1] = h1 & np.uint64(_M32), h1 >> _U32
+    out[:, 2], out[:, 3] = h2 & np.uint64(_M32), h2 >> _U32
+    return out
+
+
+def word_shape(text: str) -> str:
+    """spaCy's shape: x, X, d for lower, upper, digit, other characters as written; a run cut at four."""
+    if len(text) >= 100:
+        return "LONG"
+    out, last, run = [], "", 0
+    for c in text:
+        s = ("X" if c.isupper() else "x") if c.isalpha() else "d" if c.isdigit() else c
+        run = run + 1 if s == last else 0
+        last = s
+        if run < 4:
             out.append(s)
     return "".join(out)
 
 
-def quotes_before(words: list[str]) -> list[str]:
-    """For each token, whether an odd number of double and of single quotation marks came before it in the
-    sentence: a quote mark inside an open quotation more likely closes it."""
-    out, double, single = [], 0, 0
-    for w in words:
-        out.append(f"{double % 2}{single % 2}")
-        double += w in ('"', "“", "”")
-        single += w in ("'", "‘", "’")
-    return out
+def _maxout_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, g: np.ndarray, beta: np.ndarray) -> np.ndarray:
+    """thinc's Maxout (``w``: in x (out * pieces), from thinc's out x pieces x in) then LayerNorm (epsilon
+    1e-8 on the variance)."""
+    out, pieces = b.shape
+    y = (x @ w + b.reshape(-1)).reshape(len(x), out, pieces).max(-1)
+    y = (y - y.mean(1, keepdims=True)) / np.sqrt(y.var(1, keepdims=True) + 1e-8)
+    return y * g + beta
 
 
-def features(words: list[str], spaces: list[bool], quotes: list[str], i: int, prev: str, prev2: str) -> list[str]:
-    """What the tagger sees of token ``i``: ``words`` are the token texts, ``spaces`` whether each is
-    followed by whitespace, ``quotes`` :func:`quotes_before`, ``prev``/``prev2`` the tags chosen for the two
-    tokens before it."""
-    w = words[i]
-    lower = w.lower()
-    before = words[i - 1].lower() if i > 0 else "-START-"
-    before2 = words[i - 2].lower() if i > 1 else "-START2-"
-    after = words[i + 1].lower() if i + 1 < len(words) else "-END-"
-    after2 = words[i + 2].lower() if i + 2 < len(words) else "-END2-"
-    glued_left = i > 0 and not spaces[i - 1]
-    glued_right = i + 1 < len(words) and not spaces[i]
-    glue = f"{glued_left:d}{glued_right:d}"
-    return [
-        "b",
-        "w " + lower,
-        "s3 " + lower[-3:],
-        "s2 " + lower[-2:],
-        "p1 " + lower[:1],
-        "sh " + _shape(w),
-        "t1 " + prev,
-        "t2 " + prev2,
-        "t12 " + prev + " " + prev2,
-        "t1w " + prev + " " + lower,
-        "w-1 " + before,
-        "w-1w " + before + " " + lower,
-        "w-2 " + before2,
-        "w+1 " + after,
-        "ww+1 " + lower + " " + after,
-        "w+2 " + after2,
-        "s3+1 " + after[-3:],
-        "s3-1 " + before[-3:],
-        "t1w+1 " + prev + " " + after,
-        "gl " + glue,
-        "first" if i == 0 else "in",
-    ] + (
-        []
-        if w[:1].isalnum()  # the spaces and quotations around a mark (a quote opens or closes)
-        else ["glw " + glue + " " + lower, "q " + quotes[i] + " " + lower, "qg " + glue + quotes[i] + " " + lower]
-    )
+class CnnTagger:
+    """Tags spaCy's tokens of one text: ``tag(texts, spaces) -> tags`` (whitespace tokens included, as spaCy
+    runs the model over them too)."""
 
+    def __init__(self, arrays: dict[str, np.ndarray]) -> None:
+        self.tables = [arrays[f"E{j}"].astype(np.float32) for j in range(6)]
+        self.seeds = [int(arrays[f"seed{j}"]) for j in range(6)]
+        self.layers = [
+            (
+                np.ascontiguousarray(arrays[f"W{j}"].reshape(-1, arrays[f"W{j}"].shape[-1]).T, np.float32),
+                *(arrays[f"{name}{j}"].astype(np.float32) for name in ("b", "G", "g")),
+            )
+            for j in range(5)
+        ]
+        self.out_w, self.out_b = arrays["Wt"].astype(np.float32), arrays["bt"].astype(np.float32)
+        self.tags = _strings(arrays["tags"])
+        self.norm_table = dict(zip(arrays["norm_keys"].tolist(), _strings(arrays["norm_vals"])))
+        self.symbols = dict(zip(_strings(arrays["symbol_names"]), arrays["symbol_ids"].tolist()))
+        extra = json.loads(arrays["norms"].tobytes().decode())
+        self.base_norms: dict[str, str] = extra["base"]
+        self.special_norms: dict[str, list[list[str]]] = extra["special"]
 
-def feature_keys(feats: list[str]) -> np.ndarray:
-    """Each feature's 64-bit key (BLAKE2b of its UTF-8): the weights are found by key, so loading them builds no
-    dict of their 179,000 feature names (~60 ms of a cold ``say``)."""
-    return np.fromiter(
-        (int.from_bytes(hashlib.blake2b(f.encode(), digest_size=8).digest(), "little") for f in feats),
-        np.uint64,
-        len(feats),
-    )
+    def _id(self, text: str) -> int:
+        return self.symbols.get(text) or hash_string(text)
 
-
-class PerceptronTagger:
-    """Tags a list of words: ``tag(words, spaces) -> tags``. ``keys``: the features' keys (:func:`feature_keys`),
-    sorted; row ``i`` of ``weights`` (features x tags) is the feature of ``keys[i]``."""
-
-    def __init__(self, keys: np.ndarray, weights: np.ndarray, tags: list[str]) -> None:
-        self.keys = keys
-        self.weights = weights
-        self.tags = tags
-
-    def predict(self, feats: list[str]) -> str:
-        wanted = feature_keys(feats)
-        at = np.minimum(np.searchsorted(self.keys, wanted), len(self.keys) - 1)
-        rows = at[self.keys[at] == wanted]
-        if not rows.size:
-            return "NN"
-        return self.tags[int(np.argmax(self.weights[rows].sum(axis=0, dtype=np.float32)))]
-
-    def tag(self, words: list[str], spaces: list[bool]) -> list[str]:
-        prev2, prev = _START
-        out = []
-        quotes = quotes_before(words)
-        for i in range(len(words)):
-            tag = self.predict(features(words, spaces, quotes, i, prev, prev2))
-            out.append(tag)
-            prev2, prev = prev, tag
+    def norms(self, texts: list[str], spaces: list[bool]) -> list[str]:
+        """spaCy's NORM of each token: a tokenizer special case's (``n't`` -> not, when the words around it
+        spell that case), else the model's lexeme_norm table's, else spaCy's base norms (``’`` -> '), else
+        the lower case."""
+        out = [self.norm_table.get(hash_string(t)) or self.base_norms.get(t) or t.lower() for t in texts]
+        i = 0
+        while i < len(texts):
+            for k in (3, 2, 1):
+                pieces = self.special_norms.get("".join(texts[i : i + k]))
+                glued = not any(spaces[i : i + k - 1])
+                if pieces and glued and len(pieces) == k and [p[0] for p in pieces] == texts[i : i + k]:
+                    for j, (_, norm) in enumerate(pieces):
+                        if norm:
+                            out[i + j] = norm
+                    i += k - 1
+                    break
+            i += 1
         return out
 
+    def vectors(self, texts: list[str], spaces: list[bool]) -> np.ndarray:
+        columns = [
+            [self._id(n) for n in self.norms(texts, spaces)],
+            [self._id(t[:1]) for t in texts],
+            [self._id(t[-3:]) for t in texts],
+            [self._id(word_shape(t)) for t in texts],
+            [int(s) for s in spaces],
+            [int(t.isspace()) for t in texts],
+        ]
+        parts = []
+        for table, seed, ids in zip(self.tables, self.seeds, columns):
+            rows = embedding_rows(np.array(ids, np.uint64), seed) % np.uint32(len(table))
+            parts.append(table[rows].sum(1))
+        x = _maxout_norm(np.concatenate(parts, 1), *self.layers[0])
+        edge = np.zeros((_PAD, x.shape[1]), np.float32)
+        x = np.concatenate([edge, x, edge])
+        zero = edge[:1]
+        for layer in self.layers[1:]:
+            padded = np.concatenate([zero, x, zero])
+            window = np.concatenate([padded[:-2], padded[1:-1], padded[2:]], 1)  # before, itself, after
+            x = x + _maxout_norm(window, *layer)
+        return x[_PAD:-_PAD]
 
-def save(path, weights: dict[str, dict[str, float]], tags: list[str]) -> None:
-    """Weights as an npz: the features' keys, sorted, and a sparse matrix in their order (row starts, tag columns,
-    float16). Not compressed: read in 2 ms instead of 16 (the wheel's zip compresses it anyway)."""
-    names = list(weights)
-    keys = feature_keys(names)
-    if len(np.unique(keys)) != len(keys):
-        raise ValueError("two features share a 64-bit key")  # ~1e-9 for 179,000 features
-    order = np.argsort(keys)
-    column = {t: j for j, t in enumerate(tags)}
-    starts, cols, vals = [0], [], []
-    for i in order:
-        for tag, w in sorted(weights[names[i]].items()):
-            cols.append(column[tag])
-            vals.append(w)
-        starts.append(len(cols))
-    np.savez(
-        path,
-        keys=keys[order],
-        tags=np.frombuffer("\n".join(tags).encode(), dtype=np.uint8),
-        starts=np.array(starts, dtype=np.int32),
-        cols=np.array(cols, dtype=np.uint8),
-        vals=np.array(vals, dtype=np.float16),
-    )
+    def tag(self, texts: list[str], spaces: list[bool]) -> list[str]:
+        if not texts:
+            return []
+        scores = self.vectors(texts, spaces) @ self.out_w.T + self.out_b
+        return [self.tags[i] for i in scores.argmax(1)]
 
 
-def load(file) -> PerceptronTagger:
+def _strings(array: np.ndarray) -> list[str]:
+    return array.tobytes().decode().split("\n")
+
+
+def _text_array(strings) -> np.ndarray:
+    return np.frombuffer("\n".join(strings).encode(), dtype=np.uint8)
+
+
+def extract(nlp) -> dict[str, np.ndarray]:
+    """The arrays of :class:`CnnTagger` from a loaded ``en_core_web_sm`` (tok2vec and tagger enabled)."""
+    from spacy.attrs import NORM, ORTH
+    from spacy.lang.norm_exceptions import BASE_NORMS
+    from spacy.symbols import IDS
+
+    tok2vec, tagger = nlp.get_pipe("tok2vec").model, nlp.get_pipe("tagger").model
+    arrays: dict[str, np.ndarray] = {}
+    for j, m in enumerate(m for m in tok2vec.walk() if m.name == "hashembed"):
+        arrays[f"E{j}"], arrays[f"seed{j}"] = m.get_param("E"), np.array(m.attrs["seed"])
+    maxouts = [m for m in tok2vec.walk() if m.name == "maxout"]
+    norms = [m for m in tok2vec.walk() if m.name == "layernorm"]
+    for j, (m, n) in enumerate(zip(maxouts, norms)):
+        arrays[f"W{j}"], arrays[f"b{j}"] = m.get_param("W"), m.get_param("b")
+        arrays[f"G{j}"], arrays[f"g{j}"] = n.get_param("G"), n.get_param("b")
+    (softmax,) = (m for m in tagger.walk() if m.name == "softmax")
+    arrays["Wt"], arrays["bt"] = softmax.get_param("W"), softmax.get_param("b")
+    arrays["tags"] = _text_array(nlp.get_pipe("tagger").labels)
+    table = dict(nlp.vocab.lookups.get_table("lexeme_norm").items())
+    arrays["norm_keys"] = np.array(list(table), dtype=np.uint64)
+    arrays["norm_vals"] = _text_array(table.values())
+    arrays["symbol_names"] = _text_array(IDS)
+    arrays["symbol_ids"] = np.array(list(IDS.values()), dtype=np.uint64)
+    special = {
+        string: [[p[ORTH], p.get(NORM, "")] for p in pieces]
+        for string, pieces in nlp.tokenizer.rules.items()
+        if any(NORM in p for p in pieces)
+    }
+    arrays["norms"] = np.frombuffer(json.dumps({"base": BASE_NORMS, "special": special}).encode(), dtype=np.uint8)
+    return arrays
+
+
+def load(file) -> CnnTagger:
     with np.load(file) as data:
-        keys = data["keys"]
-        tags = data["tags"].tobytes().decode().split("\n")
-        starts, cols, vals = data["starts"], data["cols"], data["vals"]
-    weights = np.zeros((len(keys), len(tags)), dtype=np.float16)
-    weights[np.repeat(np.arange(len(keys)), np.diff(starts)), cols] = vals
-    return PerceptronTagger(keys, weights, tags)
+        return CnnTagger({k: data[k] for k in data.files})
 
 
 _lock = threading.Lock()
-_tagger: PerceptronTagger | None = None
+_tagger: CnnTagger | None = None
 
 
-def shipped_tagger() -> PerceptronTagger:
+def shipped_tagger() -> CnnTagger:
     """The tagger with the weights shipped in the package (read once)."""
     global _tagger
     with _lock:

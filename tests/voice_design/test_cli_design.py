@@ -1,0 +1,61 @@
+"""`kokoro-tvm voices` keeps listing as before, lists a voices directory, and `voices design` teaches and refuses
+before reading anything (in process: cli.main)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from kokoro_tvm_ext.cli import main
+from kokoro_tvm_ext.speech.voices import load_voice, packs, save_voice
+
+
+@pytest.fixture(autouse=True)
+def no_dirs(monkeypatch):
+    monkeypatch.setattr(packs, "_added_dirs", [])
+    monkeypatch.delenv(packs.VOICES_ENV, raising=False)
+
+
+def test_the_list_is_unchanged(capsys):
+    assert main(["voices", "--lang", "fr"]) == 0
+    assert capsys.readouterr().out.split() == ["ff_siwis", "f", "fr", "French", "female", "kokoro-0.9.4-sdist"]
+    assert main(["voices"]) == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) == 54
+
+
+def test_the_list_shows_a_voices_directory(capsys, tmp_path, monkeypatch):
+    save_voice(tmp_path / "narrator.npy", load_voice("bf_emma"), {"language": "b"})
+    monkeypatch.setenv(packs.VOICES_ENV, str(tmp_path))
+    assert main(["voices", "--lang", "en-gb"]) == 0
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.strip().splitlines()}
+    assert rows["narrator"][1:3] == ["b", "en-gb"] and rows["narrator"][-1] == "voices-dir"
+    assert len(rows) == 9  # bf_* and bm_* (8) and this one
+
+
+def test_design_help_teaches(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["voices", "design", "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    for needle in ("--steps", "--minutes", "--seed", "design-state", "examples:", 'say "Hello there." --voice me.npy'):
+        assert needle in out, needle
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-o", "voice.wav"], "a designed voice is written as NAME.npy"),
+        (["-o", "voice.npy", "--steps", "3"], "--steps must be at least one generation (8 candidates)"),
+        (["-o", "voice.npy", "--minutes", "0"], "--minutes must be a positive number"),
+        (["-o", "voice.npy", "--lang", "xx"], "xx"),
+    ],
+)
+def test_design_refuses_bad_options_in_one_line(capsys, tmp_path, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    t = np.arange(5 * 16000) / 16000
+    sf.write("me.wav", (0.1 * np.sin(2 * np.pi * 140 * t)).astype(np.float32), 16000)
+    assert main(["voices", "design", "me.wav", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["me.wav"]
