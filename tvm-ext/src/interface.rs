@@ -370,6 +370,20 @@ pub const PRECISION_KERNELS: Interface = Interface {
     entries: &[],
 };
 
+/// The roofline counters (`counters/`): "on", "off", "reset" or "read" (JSON).
+pub const COUNTERS: Interface = Interface {
+    name: "counters",
+    returns: Returns::Str,
+    entries: &[param("command", Kind::Str, When::Always)],
+};
+
+/// This CPU's measured peaks as JSON (`peaks/`).
+pub const MEASURE_PEAKS: Interface = Interface {
+    name: "measure_peaks",
+    returns: Returns::Str,
+    entries: &[int("threads"), int("millis")],
+};
+
 pub const KERNEL_INTERFACES: Interface = Interface {
     name: "kernel_interfaces",
     returns: Returns::Str,
@@ -401,8 +415,10 @@ pub const ALL: &[&Interface] = &[
     &PACK_F32,
     &MATMUL_PANELS,
     &SET_NUM_THREADS,
+    &COUNTERS,
     &KERNEL_INTERFACES,
     &PRECISION_KERNELS,
+    &MEASURE_PEAKS,
 ];
 
 /// The interface of the function registered as `global` (`kokoro_tvm_ext.<name>`).

@@ -9,6 +9,7 @@ use tvm_ffi::{Any, AnyView, Function, Result};
 pub mod adain;
 pub mod args;
 pub mod conv;
+pub mod counters;
 mod exp;
 pub mod gemm;
 pub mod interface;
@@ -17,6 +18,7 @@ mod job;
 pub mod legalize;
 pub mod lstm;
 pub mod matmul;
+pub mod peaks;
 pub mod precision;
 mod scratch;
 pub mod sin;
@@ -82,8 +84,10 @@ pub const KERNELS: &[(&str, Constructor)] = &[
 ];
 
 /// Process-wide settings, which must run before the first kernel call.
-pub const SETTINGS: &[(&str, Constructor)] =
-    &[("kokoro_tvm_ext.set_num_threads", threads::function)];
+pub const SETTINGS: &[(&str, Constructor)] = &[
+    ("kokoro_tvm_ext.set_num_threads", threads::function),
+    ("kokoro_tvm_ext.counters", counters::function),
+];
 
 /// Descriptions of the functions above, read by Python (`python/kokoro_tvm_ext/plugin/kernels.py`).
 pub const INFO: &[(&str, Constructor)] = &[
@@ -95,6 +99,7 @@ pub const INFO: &[(&str, Constructor)] = &[
         "kokoro_tvm_ext.precision_kernels",
         precision::table::function,
     ),
+    ("kokoro_tvm_ext.measure_peaks", peaks::function),
 ];
 
 /// The global names this library registers, in table order.
@@ -122,6 +127,7 @@ pub fn register_all() -> Result<()> {
     // (the cargo tests) race and the second registration of a name fails.
     static REGISTERING: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one_at_a_time = REGISTERING.lock().unwrap_or_else(|e| e.into_inner());
+    counters::set_from_env();
     let unregistered = |name: &str| Function::get_global(name).is_err();
     for (name, make) in SETTINGS.iter().chain(INFO).chain(legalize::FUNCTIONS) {
         if unregistered(name) {
@@ -133,7 +139,7 @@ pub fn register_all() -> Result<()> {
             let kernel = make();
             let sized_first = Function::from_packed(move |args: &[AnyView]| -> Result<Any> {
                 threads::size_pool_from_env();
-                kernel.call_packed(args)
+                counters::count(name, || kernel.call_packed(args))
             });
             Function::register_global(name, sized_first)?;
         }

@@ -125,6 +125,13 @@ pub fn adain(
     check_dtype::<f32>(x, "adain: x")?;
     let shape = shape_of(x, "adain: x", 3)?.to_vec();
     let (batch, channels, length) = (shape[0], shape[1], shape[2]);
+    crate::counters::note(|| {
+        let class = match activation {
+            Activation::Snake => "AdaIN (instance norm + affine) + Snake",
+            _ => "AdaIN (instance norm + affine)",
+        };
+        crate::counters::elementwise_work(class, (batch * channels * length) as u64, 6)
+    });
     if let Some((w, b)) = norm {
         expect_shape(w, "adain: norm_w", &[channels])?;
         expect_shape(b, "adain: norm_b", &[channels])?;

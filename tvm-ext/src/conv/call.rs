@@ -145,6 +145,15 @@ pub(crate) fn parse_call(
             cfg.dilation as i128 * (cfg.kernel as i128 - 1) + 1
         ),
     };
+    crate::counters::note(|| {
+        let weight_bytes = match weights {
+            WeightKind::Bf16 => 2,
+            WeightKind::Int8 => 1,
+            WeightKind::Torch | WeightKind::Winograd => 4,
+        };
+        let winograd = weights == WeightKind::Winograd;
+        crate::counters::conv_work(&cfg, lout, transpose, winograd, weight_bytes)
+    });
     Ok(ConvCall { cfg, lout, t })
 }
 

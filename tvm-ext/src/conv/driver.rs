@@ -240,6 +240,7 @@ pub(crate) fn transpose_tiles<P: ConvPrecision>(
                 ncols,
             };
             let cols = P::transpose_product(w, &t, scratch, parallel)?;
+            let _scatter = crate::counters::phase(crate::counters::Phase::Col2im);
             col2im(cfg, lout, t0, t.tn, cols, ncols, o0 * k - c0, rows);
         }
         Ok(())

@@ -44,8 +44,9 @@
 //!   `out[o, t*stride - pad_left + k*dilation]` (col2im), clipped to the output.
 //!   The job owns its output rows, so no two threads ever add to one element.
 //! - Groups so small that a GEMM would be mostly overhead (depthwise, for
-//!   Kokoro's `ConvTranspose1d(C, C, 3, stride 2, groups=C)`) run a direct loop
-//!   per output row instead.
+//!   Kokoro's `ConvTranspose1d(C, C, 3, stride 2, groups=C)`: fewer than 4
+//!   input channels, or fewer than 8 output columns `Cout/g * K`) run a direct
+//!   loop per output row instead.
 //!
 //! [`conv1d_forward`] and [`conv1d_transpose_forward`] are the same kernels for
 //! plain Rust callers.
@@ -348,8 +349,13 @@ fn transpose_run(
     }
     let cin_g = cfg.in_channels / cfg.groups;
     let cout_g = cfg.out_channels / cfg.groups;
-    // The GEMM's inner dimension is Cin/g here.
-    if tuning.direct.unwrap_or(cout_g < 4 || cin_g < 4) {
+    // The GEMM's inner dimension is Cin/g here, its columns Cout/g * K: one
+    // output channel of many taps (the inverse STFT's 22 -> 1, 20 taps) is a
+    // GEMM of 20 columns, 17x faster than the scatter loop on one thread.
+    if tuning
+        .direct
+        .unwrap_or(cin_g < 4 || cout_g * cfg.kernel < 8)
+    {
         transpose_direct(cfg, lout, x, w, bias, out);
         Ok(())
     } else {

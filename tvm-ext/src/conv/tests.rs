@@ -217,6 +217,11 @@ fn conv1d_transpose_matches_reference() {
         (1, 24, 20, 150, 8, 4, 2, 2, 1, 1, 0, true, false),
         (1, 4, 4, 5, 1, 1, 0, 0, 1, 1, 0, true, false),
         (3, 6, 3, 4, 3, 5, 0, 1, 1, 3, 2, true, true),
+        // One output channel of many taps (the inverse STFT's 22 -> 1, 20 taps at hop 5) and the
+        // edge of the GEMM route, Cout/g * K = 8 columns, and just below it (the direct loop).
+        (1, 22, 1, 60, 20, 5, 0, 0, 1, 1, 0, true, false),
+        (1, 8, 2, 17, 4, 3, 1, 1, 1, 1, 0, false, false),
+        (2, 6, 3, 9, 2, 2, 0, 0, 1, 1, 1, true, true),
     ];
     for case in cases {
         check(true, case);

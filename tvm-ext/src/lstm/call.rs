@@ -93,6 +93,26 @@ pub fn lstm_packed(args: &[AnyView]) -> Result<()> {
         whh0
     );
     let gates = 4 * hidden;
+    crate::counters::note(|| {
+        // Per step, per layer and direction: gates x (inputs + hidden) multiply-adds.
+        let (b, t, h) = (batch as u64, seq_len as u64, hidden as u64);
+        let (mut flops, mut bytes) = (0u64, 4 * b * t * input_size as u64);
+        for l in 0..layers as u64 {
+            let inputs = if l == 0 {
+                input_size as u64
+            } else {
+                dirs as u64 * h
+            };
+            flops += dirs as u64 * 2 * b * t * 4 * h * (inputs + h);
+            bytes += dirs as u64 * 4 * 4 * h * (inputs + h);
+        }
+        bytes += 4 * b * t * dirs as u64 * h;
+        crate::counters::Work {
+            class: "LSTM",
+            flops,
+            bytes,
+        }
+    });
     let ld = (layers * dirs) as i64;
     if let Some(t) = &lengths {
         expect_shape(t, "lstm: lengths", &[batch])?;

@@ -137,6 +137,14 @@ pub(crate) fn parse_call(
             xs
         ),
     };
+    crate::counters::note(|| {
+        let weight_bytes = match weights {
+            WeightKind::Bf16 => 2,
+            WeightKind::Int8 => 1,
+            WeightKind::Torch | WeightKind::Panels => 4,
+        };
+        crate::counters::matmul_work(rows as u64, dim(k) as u64, dim(n) as u64, weight_bytes)
+    });
     Ok(MatmulCall {
         rows,
         k: dim(k),

@@ -75,7 +75,13 @@ pub(crate) fn packed_forward<P: MatmulPrecision>(
         return Ok(());
     }
     let mut scratch = Scratch::new();
+    let pack_timer = crate::counters::phase(if P::MATMUL_WEIGHTS == WeightKind::Int8 {
+        crate::counters::Phase::QuantizePack
+    } else {
+        crate::counters::Phase::Bf16Pack
+    });
     P::pack_rows(rows, k, x, &mut scratch).map_err(|e| internal(who, e))?;
+    drop(pack_timer);
     prefill_bias(out, n, bias);
     P::multiply((rows, k, n), &mut scratch, w, out, bias.is_some()).map_err(|e| internal(who, e))
 }

@@ -7,7 +7,7 @@ use crate::gemm::testing::call_packer;
 use crate::tensor::testing::{Owned, Rng};
 
 /// (transpose, cin, cout, L, k, stride, pad, dilation, groups, output_padding, bias)
-type Shape = (
+pub(crate) type Shape = (
     bool,
     usize,
     usize,
@@ -27,7 +27,7 @@ fn global(name: &str) -> Function {
 }
 
 /// Calls conv `precision` ("" for f32) `reps` times: its output and the times.
-fn conv(precision: &str, s: Shape, reps: usize) -> (Vec<f32>, Vec<f64>) {
+pub(crate) fn conv(precision: &str, s: Shape, reps: usize) -> (Vec<f32>, Vec<f64>) {
     let (tr, cin, cout, l, k, st, p, d, g, op, has_bias) = s;
     let mut rng = Rng((cin * 131 + l * 7 + k + st) as u64);
     let x = rng.vec(cin * l);
@@ -87,7 +87,7 @@ fn conv(precision: &str, s: Shape, reps: usize) -> (Vec<f32>, Vec<f64>) {
     (ot.data.clone(), times)
 }
 
-fn matmul(
+pub(crate) fn matmul(
     precision: &str,
     (rows, k, n): (usize, usize, usize),
     reps: usize,

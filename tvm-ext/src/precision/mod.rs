@@ -17,7 +17,7 @@ use crate::gemm::packed::Kind;
 use crate::scratch::Scratch;
 
 #[cfg(test)]
-mod bench;
+pub(crate) mod bench;
 pub mod table;
 
 /// What every operator needs to know of a precision.

@@ -46,6 +46,10 @@ pub fn snake(x: &TensorView, alpha: &TensorView, out: &TensorView) -> Result<()>
         &[("out", span(ys))],
         &[("x", byte_span(x)), ("alpha", byte_span(alpha))],
     )?;
+    crate::counters::note(|| {
+        let elements = (shape[0] * channels * length) as u64;
+        crate::counters::elementwise_work("Snake", elements, 5)
+    });
     if length == 0 {
         return Ok(());
     }

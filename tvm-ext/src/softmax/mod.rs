@@ -37,6 +37,10 @@ fn softmax_packed(args: &[AnyView]) -> Result<()> {
         "softmax: x: expected rank >= 1, got rank 0"
     );
     expect_shape(&out, "softmax: out", &shape)?;
+    crate::counters::note(|| {
+        let elements = shape.iter().product::<i64>().max(0) as u64;
+        crate::counters::elementwise_work("softmax", elements, 4)
+    });
     let xs = input::<f32>(&x, "softmax: x")?;
     let ys = output::<f32>(&out, "softmax: out")?;
     no_overlap("softmax", &[("out", span(ys))], &[("x", byte_span(&x))])?;

@@ -71,6 +71,7 @@ impl ConvPrecision for Bf16Gemm {
         let packed = as_u32(packed);
         let (lo, hi) = rows.split_at_mut(tn);
         // im2col rows 2q and 2q + 1, straight into pair q of the packed tile.
+        let pack_timer = crate::counters::phase(crate::counters::Phase::Bf16Pack);
         for q in 0..kp {
             t.im2col_row(2 * q, lo);
             let has_hi = 2 * q + 1 < kc;
@@ -79,6 +80,7 @@ impl ConvPrecision for Bf16Gemm {
             }
             pack_pair(lo, has_hi.then_some(&*hi), q, kp, NR, packed)?;
         }
+        drop(pack_timer);
         let a = PackedA {
             data: &w[t.group * a_len..][..a_len],
             rows: t.cout_g,
@@ -123,10 +125,12 @@ impl ConvPrecision for Bf16Gemm {
         let (packed, cols) = scratch.split_at_mut(a_len);
         let packed = as_u32(packed);
         // x^T: rows are input columns t, the inner dimension channels c.
+        let pack_timer = crate::counters::phase(crate::counters::Phase::Bf16Pack);
         for q in 0..kp {
             let hi = (2 * q + 1 < cin_g).then(|| t.x_row(2 * q + 1));
             pack_pair(t.x_row(2 * q), hi, q, kp, MR, packed)?;
         }
+        drop(pack_timer);
         let a = PackedA {
             data: packed,
             rows: tn,

@@ -125,6 +125,7 @@ impl ConvPrecision for Int8Gemm {
         let first = (t0 * cfg.stride).saturating_sub(cfg.pad_left);
         let last =
             ((t0 + tn - 1) * cfg.stride + (k - 1) * cfg.dilation + 1).saturating_sub(cfg.pad_left);
+        let pack_timer = crate::counters::phase(crate::counters::Phase::QuantizePack);
         let quant = window_affine((0..cin_g).map(|c| t.x_row(c)), first, last);
         fill_affine(quant, tn, col_scale, col_off);
         // What the padding (0.0) quantizes to.
@@ -158,6 +159,7 @@ impl ConvPrecision for Int8Gemm {
                 interleave_quad(quad, dst);
             }
         }
+        drop(pack_timer);
         let wg = w.group(t.group);
         let a = PackedA {
             data: wg.panels,
@@ -220,6 +222,7 @@ impl ConvPrecision for Int8Gemm {
         let (cols, rest) = rest.split_at_mut(tn * t.ncols);
         let (row_scale, row_off) = rest.split_at_mut(padded);
         let (packed, row_off) = (as_u32(packed), as_i32(row_off));
+        let pack_timer = crate::counters::phase(crate::counters::Phase::QuantizePack);
         let quant = window_affine((0..cin_g).map(|c| t.x_row(c)), 0, tn);
         fill_affine(quant, padded, row_scale, row_off);
         // x^T: rows are input columns t, the inner dimension channels c.
@@ -227,6 +230,7 @@ impl ConvPrecision for Int8Gemm {
             let quad = std::array::from_fn(|r| (4 * q + r < cin_g).then(|| t.x_row(4 * q + r)));
             pack_quad(quad, tn, quant, q, kq, MR, packed)?;
         }
+        drop(pack_timer);
         let a = PackedA {
             data: packed,
             rows: tn,

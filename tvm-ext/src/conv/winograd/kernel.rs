@@ -149,6 +149,7 @@ fn phase_block<const M: usize, const A: usize, const FMA: bool, const SIMD: bool
         bias,
         out,
     } = *call;
+    let transforms = crate::counters::phase(crate::counters::Phase::WinogradTransforms);
     let (d, l) = (cfg.dilation, cfg.length);
     let (cin, cout) = (cfg.in_channels, cfg.out_channels);
     let bt = Mat::<A, A>::new(&tr.bt);
@@ -226,6 +227,7 @@ fn phase_block<const M: usize, const A: usize, const FMA: bool, const SIMD: bool
     }
 
     // One GEMM per point: M[a] = U[a] @ V[a].
+    drop(transforms);
     for a in 0..A {
         sgemm(
             cout,
@@ -244,6 +246,7 @@ fn phase_block<const M: usize, const A: usize, const FMA: bool, const SIMD: bool
 
     // Output transform y[i] = bias + sum_a AT[i][a] * M[a], then out; this job
     // alone owns these outputs.
+    let _transforms = crate::counters::phase(crate::counters::Phase::WinogradTransforms);
     let len_p = phase_len(lout, d, p);
     let valid = len_p.saturating_sub(q0 * M).min(nq * M);
     for o in 0..cout {

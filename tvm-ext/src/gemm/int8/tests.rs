@@ -380,3 +380,40 @@ fn bench_gemm_int8() {
         println!("{line} GOP/s per core");
     }
 }
+
+/// The activations' range, on every length around the vector loop's blocks
+/// (64 and 16 values), with NaNs, signed zeros and one extreme value placed
+/// anywhere, against the plain fold (NaNs skipped, the range holding 0).
+#[test]
+fn min_max_is_the_range_of_the_values_and_zero() {
+    let mut rng = Rng(71);
+    for n in (0..200).chain([1000, 4097]) {
+        for case in 0..4 {
+            let mut v: Vec<f32> = rng.vec(n).iter().map(|x| x * 3.0 + 0.5).collect();
+            if n > 0 {
+                let at = rng.below(n);
+                v[at] = match case {
+                    0 => f32::NAN,
+                    1 => -0.0,
+                    2 => -1e30,
+                    _ => 7e20,
+                };
+            }
+            let (mut lo, mut hi) = (0.0f32, 0.0f32);
+            for &x in &v {
+                if x < lo {
+                    lo = x;
+                }
+                if x > hi {
+                    hi = x;
+                }
+            }
+            let (got_lo, got_hi) = min_max(&v);
+            assert_eq!(
+                (got_lo.to_bits(), got_hi.to_bits()),
+                (lo.to_bits(), hi.to_bits()),
+                "n {n} case {case}"
+            );
+        }
+    }
+}

@@ -103,6 +103,15 @@ pub fn batch_matmul_packed(args: &[AnyView]) -> Result<()> {
     let mut os: Vec<i64> = batch.iter().map(|&d| d as i64).collect();
     os.extend([m as i64, n as i64]);
     expect_shape(&out, "batch_matmul: out", &os)?;
+    crate::counters::note(|| {
+        let b = batch.iter().product::<usize>() as u64;
+        let (m, n, k) = (m as u64, n as u64, k as u64);
+        crate::counters::Work {
+            class: "attention matmul",
+            flops: 2 * b * m * n * k,
+            bytes: 4 * b * (m * k + k * n + m * n),
+        }
+    });
     let od = output::<f32>(&out, "batch_matmul: out")?;
     no_overlap(
         WHO,
