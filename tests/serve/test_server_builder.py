@@ -63,6 +63,7 @@ def files(tmp_path, monkeypatch):
     (tmp_path / "keys.txt").write_text("key-from-file\n")
     (tmp_path / "aliases.txt").write_text("reader=bf_emma\n")
     (tmp_path / "words.tsv").write_text("a\tkokoro\tkˈOkəɹO\n")
+    (tmp_path / "voices").mkdir()
     return tmp_path
 
 
@@ -81,6 +82,7 @@ def every_option(tmp: Path) -> dict[str, tuple[str, object]]:
         "first_chunk_tokens": ("7", 7),
         "docs": ("true", True),
         "no_voice_tags": ("true", True),
+        "voices_dir": (str(tmp / "voices"), [str(tmp / "voices")]),
         "max_body_bytes": ("5000", 5000),
         "max_requests": ("9", 9),
         "max_client_requests": ("2", 2),
@@ -137,7 +139,7 @@ def landed(built: server.Server, option: str):
         "api_key_file": built.guard.api_keys,
     }
     where |= {"voice_alias": built.voices.aliases, "voice_aliases": built.voices.aliases}
-    where |= {"no_voice_tags": not built.voice_tags}
+    where |= {"no_voice_tags": not built.voice_tags, "voices_dir": built.voices_dirs}
     if option in where:
         return where[option]
     return getattr(built.guard if option in BOUNDS else built, option)

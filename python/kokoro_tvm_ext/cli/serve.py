@@ -45,7 +45,6 @@ from kokoro_tvm_ext.cli.wyoming import import_wyoming
 from kokoro_tvm_ext.serve import options, server
 from kokoro_tvm_ext.serve.auth import KEYS_ENV
 from kokoro_tvm_ext.serve.options import MAX_INPUT_CHARS, GuardConfig
-from kokoro_tvm_ext.serve.voices import add_voices_dirs
 from kokoro_tvm_ext.speech.config import BACKENDS
 from kokoro_tvm_ext.support.errors import InvalidInputError, MissingAssetError
 
@@ -208,7 +207,6 @@ def run(args) -> int:
     if not 0 <= args.port <= 65535:
         raise InvalidInputError(f"--port must be 0..65535, got {args.port}")
     options.check_seconds("wyoming_idle_timeout", args.wyoming_idle_timeout, as_flags=True)
-    add_voices_dirs(args.voices_dir or ())
     built = _server(args)
     try:
         import av  # noqa: F401

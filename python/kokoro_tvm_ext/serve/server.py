@@ -16,7 +16,7 @@ from kokoro_tvm_ext.serve import options
 from kokoro_tvm_ext.serve.openai_voices import configured_aliases
 from kokoro_tvm_ext.serve.options import MAX_INPUT_CHARS, GuardConfig
 from kokoro_tvm_ext.serve.scheduler import MAX_BATCH
-from kokoro_tvm_ext.serve.voices import VoiceBook
+from kokoro_tvm_ext.serve.voices import VoiceBook, add_voices_dirs
 from kokoro_tvm_ext.speech import FIRST_CHUNK_TOKENS, Speaker, SpeakerConfig
 
 
@@ -33,6 +33,7 @@ class Server:
     first_chunk_tokens: int
     docs: bool
     voice_tags: bool = True
+    voices_dirs: tuple[str, ...] = ()  # registered in the process that builds the app (a Ray replica's too)
 
     def open_speaker(self):
         """The model loaded and warmed up (the app answers /health once it can synthesize)."""
@@ -45,6 +46,7 @@ class Server:
         from kokoro_tvm_ext.serve.app import create_app
         from kokoro_tvm_ext.serve.plan import Limits
 
+        add_voices_dirs(self.voices_dirs)
         speaker = speaker or self.open_speaker()
         limits = Limits(
             max_input_chars=self.max_input_chars,
@@ -87,13 +89,15 @@ def server(
     first_chunk_tokens: int = FIRST_CHUNK_TOKENS,
     docs: bool = False,
     no_voice_tags: bool = False,
+    voices_dir: Sequence[str] | None = (),
     as_flags: bool = False,
     **bounds,
 ) -> Server:
     """The checked server. Each option is `kokoro-tvm serve`'s flag of the same name (``api_key``: the keys,
     ``api_key_file``: files of keys, ``voice_alias``: ``NAME=VOICE`` lines, ``voice_aliases``: files of them,
-    ``no_voice_tags``: read ``[voice:]`` and ``[rate:]`` tags as text and refuse ``/dev/dialogue``; None
-    as none, as argparse leaves a repeatable flag not given);
+    ``no_voice_tags``: read ``[voice:]`` and ``[rate:]`` tags as text and refuse ``/dev/dialogue``;
+    ``voices_dir``: directories of voice files served by name; None as none, as argparse leaves a repeatable flag
+    not given);
     ``bounds``: the request and connection bounds of ``options.BOUNDS``; ``host``: where the server listens, which
     defaults the allowed hosts. ``speaker``: the model, checked here and its lexicon read. A bad value is one
     InvalidInputError naming the option (``--max-batch`` when ``as_flags``, else ``max_batch``)."""
@@ -107,6 +111,8 @@ def server(
         as_flags=as_flags,
         **bounds,
     )
+    voices_dirs = tuple(str(d) for d in voices_dir or ())
+    add_voices_dirs(voices_dirs)  # checked before the model loads; the aliases may name their voices
     aliases, given = configured_aliases(list(voice_alias or ()), list(voice_aliases or ()))
     voices = VoiceBook(aliases)
     voices.check_aliases(given)
@@ -121,6 +127,7 @@ def server(
         first_chunk_tokens=first_chunk_tokens,
         docs=bool(docs),
         voice_tags=not no_voice_tags,
+        voices_dirs=voices_dirs,
     )
 
 

@@ -39,11 +39,11 @@ from kokoro_tvm_ext.support.errors import InvalidInputError
 # clause mark the voice already pauses. A server can trade that for earlier audio (--first-chunk-tokens 24).
 FIRST_CHUNK_TOKENS = 0
 
-# A text's chunks are at most this many tokens (a call takes up to MAX_TOKENS = 510). Measured by
-# bench/quality.py --chunk-policy (docs/performance.md, "what the chunk policy is chosen from"): a call's pace is even up to ~300 tokens and
-# then speeds up with its length (English -3% at ~400 and -10% at ~500 tokens, Spanish -4% / -8%, French already
-# -10% at 375), while its level and the recognizer's error do not change. So a longer sentence is cut at its
-# clauses, where the edges leave a comma's pause (.edges); Kokoro-FastAPI cuts at 250.
+# A text's chunks are at most this many tokens (a call takes up to MAX_TOKENS = 510). Measured by bench/quality.py
+# --chunk-policy (docs/performance.md, "what the chunk policy is chosen from"): a call's pace is even up to ~300
+# tokens and then speeds up with its length (English -3% at ~400 and -10% at ~500 tokens, Spanish -4% / -8%,
+# French already -10% at 375), while its level and the recognizer's error do not change. So a longer sentence is
+# cut at its clauses, where the edges leave a comma's pause (.edges); Kokoro-FastAPI cuts at 250.
 TEXT_CHUNK_TOKENS = 300
 
 # A first sentence up to this many tokens is spoken whole, as one chunk. Its audio is ~0.95 s + 55 ms a token
