@@ -33,6 +33,8 @@ LONGEST_FIRST = (
     "serve/test_concurrency.py",  # ~110
     "kokoro/test_stage_decoder.py",  # ~105: the decoder's export and compile
     "kokoro/test_pipeline.py",  # ~80
+    "voice_design/test_design.py",  # design runs on the real int8 (or fp32) artifact
+    "speaker_encoder/test_speaker_encoder.py",  # the encoder's compile and PyTorch's Resemblyzer
     "book/test_book.py",  # ~85
     "runtime/test_soak.py",  # ~65
     "runtime/test_thread_safety.py",  # ~60
