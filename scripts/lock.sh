@@ -24,3 +24,7 @@ trap 'rm -f "$TMP"' EXIT
     grep -v '^# inputs-sha256: ' "$TMP"
 } >"$LOCK"
 echo "==> $LOCK: $(grep -c '^[a-z0-9]' "$LOCK") packages"
+# What setup.sh --dev installs without its requirements (requirements/no-deps.in says why), hashed.
+"$PY" -m uv pip compile requirements/no-deps.in --no-deps --universal --python-version 3.11 --generate-hashes \
+    --custom-compile-command "bash scripts/lock.sh" --quiet -o requirements/no-deps.lock
+echo "==> requirements/no-deps.lock: $(grep -c '^[a-z0-9]' requirements/no-deps.lock) packages"

@@ -62,6 +62,9 @@ python -m pip install -q --no-deps --require-hashes -r <(awk '/^uv==/ {p = 1} p 
 python -m uv pip install --python .venv/bin/python -q -c $LOCK -r requirements/build.in
 echo "==> building the plugin and installing kokoro-tvm-ext[$EXTRAS] (first run: a few minutes)"
 python -m uv pip install --python .venv/bin/python -q -c $LOCK --no-build-isolation -e ".[$EXTRAS]"
+if [[ ",$EXTRAS," == *,dev,* ]]; then  # the tests' references whose own requirements do not install everywhere
+    python -m uv pip install --python .venv/bin/python -q --no-deps --require-hashes -r requirements/no-deps.lock
+fi
 echo "==> unpacking the 54 Kokoro voice packs into the user cache (kokoro==0.9.4 sdist, checked by sha256)"
 .venv/bin/kokoro-tvm voices --install >/dev/null
 echo "==> ready: $(.venv/bin/kokoro-tvm --version)"

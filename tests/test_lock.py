@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import re
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,25 @@ def test_every_locked_package_is_pinned_with_hashes():
     entries = lock_inputs.locked()
     assert len(entries) > 100
     assert [name for name, version, _, hashes in entries if not version or not hashes] == []
+
+
+def test_what_installs_without_its_requirements_is_pinned_with_hashes_and_needs_only_the_dev_extras():
+    """requirements/no-deps.lock pins each line of no-deps.in with hashes (scripts/lock.sh), and whatever each
+    needs is in the dev lock but what no-deps.in names as the reason (webrtcvad: its module comes from
+    webrtcvad-wheels)."""
+    from importlib.metadata import requires
+
+    root = Path(lock_inputs.__file__).resolve().parent.parent / "requirements"
+    wanted = {
+        Requirement(line).name: Requirement(line)
+        for line in (root / "no-deps.in").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    lock = (root / "no-deps.lock").read_text()
+    for name, req in wanted.items():
+        pinned = re.search(rf"^{re.escape(name)}==(\S+) \\\n\s+--hash=sha256:", lock, re.M)
+        assert pinned and req.specifier.contains(pinned.group(1)), f"{name}: {STALE}"
+    locked = {canonicalize_name(name) for name, *_ in lock_inputs.locked()}
+    for name in wanted:
+        needs = {canonicalize_name(Requirement(r).name) for r in requires(name) or () if "extra ==" not in r}
+        assert needs - locked <= {"webrtcvad", "typing"}, f"{name} needs {needs - locked}"
