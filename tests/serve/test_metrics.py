@@ -7,6 +7,7 @@ import time
 
 import httpx
 import pytest
+from conftest import SAMPLE_RATE, speech  # tests/serve's, as collected (a function's import may find another's)
 from fakes import fake_server
 
 parser = pytest.importorskip("prometheus_client.parser")
@@ -98,7 +99,6 @@ def test_openmetrics_when_asked():
 def test_serve_bench_reads_the_model_time_and_audio_of_a_real_request(server, voice):
     """bench/serve.py's model columns come from these totals: after one request to the live server (the real
     model), the audio total moved by exactly the samples sent, and the model's time by no more than the wall."""
-    from conftest import SAMPLE_RATE, speech
     from kokoro_harness.server import model_seconds
 
     busy_before, audio_before = model_seconds(server)

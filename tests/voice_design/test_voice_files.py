@@ -72,6 +72,25 @@ def test_a_stock_name_in_a_voices_directory_does_not_hide_the_stock_voice(tmp_pa
     assert voice_language("af_heart") == "a"
 
 
+def test_many_voice_tags_with_a_voices_directory_are_refused_within_a_second(tmp_path):
+    """Each voice tag resolves its name: with a voices directory that once listed every voice per tag (6,000 tags
+    took 35 s with 20 files). Work per request stays bounded; a file added later is still found."""
+    import time
+
+    from kokoro_tvm_ext.speech.ssml import parse_ssml
+
+    for i in range(20):
+        save_voice(tmp_path / f"mine{i}.npy", load_voice("af_heart"), {"language": "a"})
+    add_voice_dir(tmp_path)
+    for name in ("af_heart", "mine3"):
+        start = time.perf_counter()
+        with pytest.raises(InvalidInputError, match="more than 10000 times"):
+            parse_ssml("<speak>" + f'<voice name="{name}">a</voice>b' * 6_000 + "</speak>", "a")
+        assert time.perf_counter() - start < 1.0, name
+    save_voice(tmp_path / "late.npy", load_voice("bf_emma"), {"language": "b"})
+    assert voice_language("late") == "b"
+
+
 def test_without_a_sidecar_the_language_must_be_given(emma_copy):
     emma_copy.with_suffix(".json").unlink()
     with pytest.raises(InvalidInputError, match=r"narrator.npy has no narrator.json beside it .* give the language"):

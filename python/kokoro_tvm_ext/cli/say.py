@@ -98,7 +98,7 @@ def _audio_format(args) -> str:
 def _check(args):
     """Everything the user can get wrong, before the slow steps; the Speaker's config."""
     _check_writable(args.output)
-    check_format(_audio_format(args))  # PyAV there, for every format but pcm
+    check_format(_audio_format(args))  # PyAV there, for every format but pcm and WAV
     if args.phonemes is not None and args.text:
         raise InvalidInputError("give either text or --phonemes, not both")
     if args.phonemes is not None and not args.phonemes.strip():

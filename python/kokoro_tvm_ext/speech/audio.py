@@ -92,11 +92,12 @@ def format_of(path: str | Path) -> str:
     raise InvalidInputError(f"cannot write {what} ({path}): give a name ending in {', '.join(SUFFIXES)}")
 
 
-def check_format(fmt: str) -> None:
-    """Fail before any speech if ``fmt`` cannot be written here: an unknown name, PyAV missing."""
+def check_format(fmt: str, *, plain_wav: bool = True) -> None:
+    """Fail before any speech if ``fmt`` cannot be written here: an unknown name, PyAV missing. ``plain_wav``: a
+    WAV would be written where it can seek back and without a title, which needs only the standard library."""
     if fmt not in FORMATS:
         raise InvalidInputError(f"unknown audio format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    if FORMATS[fmt].muxer not in (None, "wav"):  # a WAV file needs only the standard library
+    if FORMATS[fmt].muxer is not None and not (fmt == "wav" and plain_wav):
         _pyav(fmt)
 
 
@@ -269,7 +270,7 @@ class StreamEncoder:
     headers (WAV's and FLAC's sizes)."""
 
     def __init__(self, fmt: str, sample_rate: int, seekable: bool = False) -> None:
-        check_format(fmt)
+        check_format(fmt, plain_wav=seekable)
         if not seekable and not FORMATS[fmt].streams:
             raise InvalidInputError(f"{fmt} cannot be streamed: its index is written last")
         self._sink = io.BytesIO() if seekable else _Sink()
