@@ -307,6 +307,7 @@ def _dir_voice(name: str) -> VoiceInfo | None:
     return info
 
 
+@lru_cache(maxsize=1024)  # the stock voices do not change while a process runs; a text may name one 10,000 times
 def _is_stock(name: str) -> bool:
     archive = _ja_archive()
     return (
