@@ -9,7 +9,12 @@ For each held-out voice V (default: the issue's five, both genders, two language
      speaker-encoder similarity to V speaking them, style cosine to V's true pack, and the recognizer's word error
      rate (faster-whisper base, the recognizer extra), next to V's own.
 
-Usage: python bench/voice_design.py [--voices af_heart am_adam ...] [--steps 240 | --minutes 10] [--json out.json]
+A person's recording (``--recording FILE``, American English; e.g. the public-domain one of tests/public_speech.py,
+whose path ``python tests/public_speech.py`` prints) is designed from every stock voice the same way and judged by
+similarity to the recording's own embedding (there is no true pack) and the recognizer.
+
+Usage: python bench/voice_design.py [--voices af_heart am_adam ...] [--recording FILE] [--steps 240 | --minutes 10]
+                                    [--json out.json]
 The issue's full measurement: --minutes 10 (five voices x two methods x 10 min: ~2 h on 2 cores).
 """
 
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -24,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import soundfile as sf
+from kokoro_bench.table import machine_line, print_table
 
 VOICES = ("af_heart", "am_adam", "bf_emma", "bm_george", "ff_siwis")
 RECORDING = {
@@ -45,6 +52,11 @@ EVALUATION = {
 WHISPER = {"a": "en", "b": "en", "f": "fr"}
 
 
+def _texts(lang: str) -> str:
+    """Which language's sentences a voice of ``lang`` speaks (British English speaks the American lines)."""
+    return "a" if lang in ("a", "b") else lang
+
+
 def _judge(ctx: dict, name: str, pack, seconds, candidates) -> dict:
     from kokoro_harness.fidelity import word_error_rate
 
@@ -64,7 +76,7 @@ def _judge(ctx: dict, name: str, pack, seconds, candidates) -> dict:
         "held_out": ctx["held"],
         "voice": name,
         "similarity": round(float(np.mean(sims)), 4),
-        "style_cosine": round(style_cosine(pack, ctx["truth_pack"]), 4),
+        "style_cosine": None if ctx["truth_pack"] is None else round(style_cosine(pack, ctx["truth_pack"]), 4),
         "wer": None if wer is None else round(wer, 4),
         "seconds": None if seconds is None else round(seconds, 1),
         "candidates": candidates,
@@ -73,7 +85,10 @@ def _judge(ctx: dict, name: str, pack, seconds, candidates) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--voices", nargs="+", default=list(VOICES))
+    parser.add_argument(
+        "--voices", nargs="*", default=list(VOICES), help="held-out stock voices (none: --recording only)"
+    )
+    parser.add_argument("--recording", type=Path, help="also design from this person's recording (American English)")
     parser.add_argument("--steps", type=int, help="candidates per design (default: --minutes)")
     parser.add_argument("--minutes", type=float, help="minutes per design (default: 10 without --steps)")
     parser.add_argument("--population", type=int, default=8)
@@ -97,17 +112,24 @@ def main(argv=None) -> int:
     stock = [v.name for v in list_voices() if v.source != "voices-dir"]
     rows = []
     work = Path(tempfile.mkdtemp(prefix="voice-design-bench."))
+    print(machine_line(os.cpu_count()))
     print(f"precision {precision}; budget {args.steps or ''} steps {args.minutes or ''} min; work in {work}")
-    for held in args.voices:
-        lang = held[0]
-        text_lang = "a" if lang in ("a", "b") else lang
-        recording = work / f"{held}.wav"
-        speech = speaker.speak(RECORDING[text_lang], held, seed=1)
-        sf.write(recording, speech.audio, speech.sample_rate, subtype="PCM_16")
-        truth_pack = load_voice(held)
-        sentences = EVALUATION[text_lang]
-        truth = [speaker.speak(t, held, seed=0).audio for t in sentences]
-        reference = unit(np.mean([unit(e) for e in encoder.embed_many(truth, speaker.sample_rate)], axis=0))
+    targets = list(args.voices) + ([args.recording] if args.recording else [])
+    for held in targets:
+        lang = "a" if isinstance(held, Path) else held[0]
+        sentences = EVALUATION[_texts(lang)]
+        if isinstance(held, Path):  # a person: judged against the recording itself
+            recording, truth_pack = held, None
+            wav, rate = sf.read(str(held), dtype="float32")
+            reference = unit(encoder.embed(wav, rate))
+            held = held.name
+        else:  # a stock voice held out: judged against its own speech of the evaluation sentences
+            recording = work / f"{held}.wav"
+            speech = speaker.speak(RECORDING[_texts(lang)], held, seed=1)
+            sf.write(recording, speech.audio, speech.sample_rate, subtype="PCM_16")
+            truth_pack = load_voice(held)
+            truth = [speaker.speak(t, held, seed=0).audio for t in sentences]
+            reference = unit(np.mean([unit(e) for e in encoder.embed_many(truth, speaker.sample_rate)], axis=0))
 
         ctx = {
             "held": held,
@@ -124,7 +146,8 @@ def main(argv=None) -> int:
             rows.append(_judge(ctx, name, pack, seconds, candidates))
             print(json.dumps(rows[-1]), flush=True)
 
-        judge(f"{held} itself", truth_pack)
+        if truth_pack is not None:
+            judge(f"{held} itself", truth_pack)
         pool = tuple(n for n in stock if n != held)
         start_done = False
         for method in args.methods:
@@ -147,11 +170,11 @@ def main(argv=None) -> int:
                 judge("start (anchors' mean)", np.mean([load_voice(n) for n in result.state.anchors], axis=0))
             judge(f"designed ({method})", result.pack, seconds, result.state.evaluations)
     print()
-    print("| held out | voice | similarity (unseen sentences) | style cosine | WER | search s | candidates |")
-    print("|---|---|---|---|---|---|---|")
-    for r in rows:
-        cells = [r["held_out"], r["voice"], r["similarity"], r["style_cosine"], r["wer"], r["seconds"], r["candidates"]]
-        print("| " + " | ".join("" if c is None else str(c) for c in cells) + " |")
+    keys = ("held_out", "voice", "similarity", "style_cosine", "wer", "seconds", "candidates")
+    print_table(
+        ["held out", "voice", "similarity (unseen sentences)", "style cosine", "WER", "search s", "candidates"],
+        [["" if r[k] is None else r[k] for k in keys] for r in rows],
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0

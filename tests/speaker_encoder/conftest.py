@@ -56,3 +56,14 @@ def human_clips(tmp_path_factory) -> list[tuple[np.ndarray, int]]:
 
     require(*(str(ALSA_SOUNDS / f"{name}.wav") for name in ALSA_VOICES))
     return [read_audio(ALSA_SOUNDS / f"{name}.wav") for name in ALSA_VOICES]
+
+
+@pytest.fixture(scope="session")
+def jfk() -> tuple[np.ndarray, int]:
+    """John F. Kennedy's inaugural address, 11 s at 16 kHz (public domain; tests/public_speech.py)."""
+    from public_speech import jfk_recording
+
+    path = jfk_recording()
+    if isinstance(path, str):
+        pytest.skip(path)
+    return read_audio(path)

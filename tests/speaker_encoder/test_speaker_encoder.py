@@ -45,6 +45,15 @@ def test_embedding_is_pytorchs_on_human_speech(encoder, resemblyzer, reference, 
         assert np.abs(ours - theirs).max() < TOLERANCE, name
 
 
+def test_embedding_is_pytorchs_on_a_speech_in_the_public_domain(encoder, resemblyzer, reference, jfk):
+    """11 s of one man at a podium (public_speech.py): a real room, a real microphone, 1961's tape."""
+    wav, rate = jfk
+    assert rate == 16000
+    ours = encoder.embed(wav, rate, trim=False)
+    theirs = _reference_embedding(resemblyzer, reference, wav)
+    assert np.abs(ours - theirs).max() < TOLERANCE
+
+
 def test_embed_many_runs_one_batch_with_each_recordings_own_embedding(
     encoder, resemblyzer, reference, kokoro_clips, human_clips
 ):
