@@ -8,6 +8,7 @@ tests/data/english_corpus.txt: Poe's tales and sentences written for it (see mak
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import warnings
@@ -162,13 +163,19 @@ def test_a_word_our_espeak_binding_fails_on_is_read_through_phonemizer(monkeypat
 
 
 def test_a_cold_sentence_imports_neither_spacy_nor_phonemizer():
+    """Nor num2words until a number comes, which is then read as misaki reads it."""
     english.english_g2p(False)  # the caches exist (built by the tests above when run alone)
+    number = "It costs 42 dollars, the 3rd time in 1999."
     code = (
-        "import sys\n"
+        "import json, sys\n"
         "from kokoro_tvm_ext.speech.g2p import english\n"
         "words = english.paragraph_words('Hello from TVM, running Kokoro on a plain CPU.', 'a')\n"
         "assert [w.phonemes for w in words if w.text == 'Kokoro'] == ['kəkˈɔɹO'], words\n"
-        "print(sorted(m for m in ('spacy', 'phonemizer', 'thinc', 'torch') if m in sys.modules))\n"
+        "cold = sorted(m for m in ('spacy', 'phonemizer', 'thinc', 'torch', 'num2words') if m in sys.modules)\n"
+        f"read = [[w.text, w.phonemes] for w in english.g2p_words(english.english_g2p(False), {number!r})]\n"
+        "print(json.dumps([cold, read]))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]", out.stderr
+    cold, read = json.loads(out.stdout)
+    assert cold == [], out.stderr
+    assert read == [[w.text, w.phonemes] for w in english.g2p_words(english.reference_g2p(False), number)]
