@@ -8,8 +8,6 @@ use speed 4 to keep the frame count (and test time) small.
 from __future__ import annotations
 
 import contextlib
-import os
-import socket
 import subprocess
 import sys
 import time
@@ -17,17 +15,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from kokoro_harness.server import stop, wait_until_healthy
+from kokoro_harness.server import running_server as harness_running_server
+from kokoro_harness.server import source_env, stop
 
 SPEED = 4.0
 SAMPLE_RATE = 24000
 SAMPLES_PER_FRAME = 600
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
@@ -43,49 +36,13 @@ def runtime(artifact):
     return KokoroTVM(artifact)
 
 
-@contextlib.contextmanager
-def running_server(artifact: Path, log_path: Path, env_overrides: dict | None = None):
-    """`kokoro-tvm serve` on ``artifact`` on a free loopback port: (its process, its base URL).
-    Its log is printed if it fails to start."""
-    import kokoro_tvm_ext
+# Home Assistant's protocol beside HTTP, on the same model (tests/serve/test_wyoming.py).
+SERVE_ARGS = ("--max-input-chars", "2000", "--log-level", "info", "--wyoming", "tcp://127.0.0.1:0")
 
-    port = _free_port()
-    env = {**os.environ, **(env_overrides or {})}
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(kokoro_tvm_ext.__file__).parent.parent), env.get("PYTHONPATH", "")])
-    log = open(log_path, "w")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kokoro_tvm_ext.cli",
-            "serve",
-            "--artifact",
-            str(artifact),
-            "--port",
-            str(port),
-            "--max-input-chars",
-            "2000",
-            "--log-level",
-            "info",
-            # Home Assistant's protocol beside HTTP, on the same model (tests/serve/test_wyoming.py).
-            "--wyoming",
-            "tcp://127.0.0.1:0",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=env,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_healthy(url, proc, timeout=180)
-    except RuntimeError as err:
-        proc.kill()
-        pytest.fail(f"server {err}:\n{log_path.read_text()[-3000:]}")
-    try:
-        yield proc, url
-    finally:
-        stop(proc)
-        log.close()
+
+def running_server(artifact: Path, log_path: Path, env_overrides: dict | None = None):
+    """`kokoro-tvm serve` on ``artifact`` with this suite's arguments: (its process, its base URL)."""
+    return harness_running_server(artifact, log_path, *SERVE_ARGS, env=env_overrides)
 
 
 @pytest.fixture(scope="session")
@@ -112,14 +69,10 @@ def running_wyoming(artifact: Path, log_path: Path, *options: str):
     """`kokoro-tvm wyoming --artifact ARTIFACT --uri tcp://127.0.0.1:0 OPTIONS` in a process of its own, logging to
     ``log_path``: yields its (host, port) once it listens, and checks on the way out that it is still running and
     logged no traceback (no user error logs one), then ends it."""
-    import kokoro_tvm_ext
-
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(kokoro_tvm_ext.__file__).parent.parent), env.get("PYTHONPATH", "")])
     command = [sys.executable, "-m", "kokoro_tvm_ext.cli", "wyoming", "--artifact", str(artifact)]
     command += ["--uri", "tcp://127.0.0.1:0", *options]
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=source_env())
     try:
         deadline = time.monotonic() + 180
         while "listening on tcp://" not in log_path.read_text():

@@ -10,7 +10,6 @@ it; otherwise one chunk per word, and a word ``stall`` takes until the test rele
 from __future__ import annotations
 
 import contextlib
-import socket
 import threading
 import time
 from types import SimpleNamespace
@@ -75,12 +74,6 @@ class FakeVoices:
 
     def alias_listing(self):
         return [{"id": name, "voice": voice} for name, voice in self.aliases.items()]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextlib.contextmanager

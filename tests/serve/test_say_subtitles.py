@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from conftest import SPEED
+from kokoro_harness.server import source_env
 from test_captions import FRAME, TEXT, expected_times
 
 sf = pytest.importorskip("soundfile")
 
 
 def run_say(artifact, voice, *args):
-    import kokoro_tvm_ext
-
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(kokoro_tvm_ext.__file__).parent.parent), env.get("PYTHONPATH", "")])
     return subprocess.run(
         [
             sys.executable,
@@ -34,7 +29,7 @@ def run_say(artifact, voice, *args):
             "--speed",
             str(SPEED),
         ],
-        env=env,
+        env=source_env(),
         capture_output=True,
         timeout=600,
     )

@@ -5,14 +5,13 @@ artifact speaks (at speed 4, short)."""
 
 from __future__ import annotations
 
-import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx
 import pytest
+from kokoro_harness.server import source_env
 
 from kokoro_tvm_ext.speech.voices import load_voice, save_voice
 
@@ -31,18 +30,10 @@ def voices(tmp_path_factory) -> Path:
     return directory
 
 
-def _env() -> dict:
-    import kokoro_tvm_ext
-
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(kokoro_tvm_ext.__file__).parent.parent), env.get("PYTHONPATH", "")])
-    return env
-
-
 def _say(artifact, out: Path, text: str, voice: str, *extra: str) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "kokoro_tvm_ext.cli", "say", text, "-o", str(out), "--artifact", str(artifact)]
     command += ["--speed", SPEED, "--voice", voice, *extra]
-    return subprocess.run(command, capture_output=True, text=True, env=_env(), timeout=300)
+    return subprocess.run(command, capture_output=True, text=True, env=source_env(), timeout=300)
 
 
 @pytest.mark.parametrize(
@@ -77,7 +68,7 @@ def test_say_names_a_voice_of_a_voices_directory(small_artifact, voices, tmp_pat
     mine, theirs = tmp_path / "mine.wav", tmp_path / "theirs.wav"
     command = [sys.executable, "-m", "kokoro_tvm_ext.cli", "say", "Good morning.", "-o", str(mine)]
     command += ["--artifact", str(small_artifact), "--speed", SPEED, "--voice", "narrator"]
-    result = subprocess.run(command, capture_output=True, text=True, env={**_env(), "KOKORO_TVM_VOICES": str(voices)})
+    result = subprocess.run(command, capture_output=True, text=True, env=source_env({"KOKORO_TVM_VOICES": str(voices)}))
     assert result.returncode == 0, result.stderr[-2000:]
     assert _say(small_artifact, theirs, "Good morning.", "bf_emma").returncode == 0
     assert mine.read_bytes() == theirs.read_bytes()
@@ -85,26 +76,11 @@ def test_say_names_a_voice_of_a_voices_directory(small_artifact, voices, tmp_pat
 
 @pytest.fixture(scope="module")
 def server(small_artifact, voices, tmp_path_factory):
-    from kokoro_harness.server import stop, wait_until_healthy
+    from kokoro_harness.server import running_server
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     log_path = tmp_path_factory.mktemp("serve") / "server.log"
-    command = [sys.executable, "-m", "kokoro_tvm_ext.cli", "serve", "--artifact", str(small_artifact)]
-    command += ["--port", str(port), "--voices-dir", str(voices)]
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=_env())
-        url = f"http://127.0.0.1:{port}"
-        try:
-            wait_until_healthy(url, proc, timeout=180)
-        except RuntimeError as err:
-            proc.kill()
-            pytest.fail(f"server {err}:\n{log_path.read_text()[-3000:]}")
-        try:
-            yield url
-        finally:
-            stop(proc)
+    with running_server(small_artifact, log_path, "--voices-dir", str(voices)) as (_, url):
+        yield url
 
 
 def _speech(url: str, voice: str, text: str = "Good morning, everyone.") -> bytes:
