@@ -81,7 +81,7 @@ class BookOutput:
         """Fail early, before any speech, if the output cannot be written: a missing or unwritable
         directory, a file where a directory goes, a name too long for the filesystem, PyAV missing
         (it encodes every format: the chapters carry their titles)."""
-        check_format(self.audio_format, plain_wav=False)
+        check_format(self.audio_format, titled=True)
         parent = self.path.parent  # also holds the work directory (.NAME.book/)
         if not parent.is_dir():
             raise UnwritablePathError(f"cannot write {self.given}: directory {parent} does not exist")

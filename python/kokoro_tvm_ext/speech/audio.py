@@ -92,12 +92,18 @@ def format_of(path: str | Path) -> str:
     raise InvalidInputError(f"cannot write {what} ({path}): give a name ending in {', '.join(SUFFIXES)}")
 
 
-def check_format(fmt: str, *, plain_wav: bool = True) -> None:
-    """Fail before any speech if ``fmt`` cannot be written here: an unknown name, PyAV missing. ``plain_wav``: a
-    WAV would be written where it can seek back and without a title, which needs only the standard library."""
+def _stdlib_writes(fmt: str, *, seekable: bool, titled: bool) -> bool:
+    """Whether the standard library's ``wave`` writes this file (the same samples and exact sizes without loading
+    FFmpeg's libraries, ~40 ms of a cold `say`): a WAV without a title into something it can seek back in."""
+    return fmt == "wav" and seekable and not titled
+
+
+def check_format(fmt: str, *, seekable: bool = True, titled: bool = False) -> None:
+    """Fail before any speech if ``fmt`` cannot be written here: an unknown name, PyAV missing (for a file the
+    standard library does not write: ``seekable`` and ``titled`` say where and how it will be written)."""
     if fmt not in FORMATS:
         raise InvalidInputError(f"unknown audio format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    if FORMATS[fmt].muxer is not None and not (fmt == "wav" and plain_wav):
+    if FORMATS[fmt].muxer is not None and not _stdlib_writes(fmt, seekable=seekable, titled=titled):
         _pyav(fmt)
 
 
@@ -128,7 +134,8 @@ class AudioEncoder:
         title: str | None = None,
         chapters: Sequence[Chapter] = (),
     ) -> None:
-        check_format(fmt)
+        seekable, titled = _seekable(out), bool(title)
+        check_format(fmt, seekable=seekable, titled=titled)
         spec = FORMATS[fmt]
         if chapters and not spec.chapters:
             with_chapters = ", ".join(f.name for f in FORMATS.values() if f.chapters)
@@ -139,9 +146,7 @@ class AudioEncoder:
         self._wave = None
         if self._raw:
             return
-        if fmt == "wav" and not title and _seekable(out):
-            # The standard library's writer: the same samples and exact sizes without loading FFmpeg's libraries
-            # (~40 ms of a cold `say`). Streams (no seek: sizes unknown) and titles go through PyAV.
+        if _stdlib_writes(fmt, seekable=seekable, titled=titled):  # streams and titles go through PyAV
             self._wave = wave.open(out, "wb")
             self._wave.setnchannels(1)
             self._wave.setsampwidth(2)
@@ -270,7 +275,7 @@ class StreamEncoder:
     headers (WAV's and FLAC's sizes)."""
 
     def __init__(self, fmt: str, sample_rate: int, seekable: bool = False) -> None:
-        check_format(fmt, plain_wav=seekable)
+        check_format(fmt, seekable=seekable)
         if not seekable and not FORMATS[fmt].streams:
             raise InvalidInputError(f"{fmt} cannot be streamed: its index is written last")
         self._sink = io.BytesIO() if seekable else _Sink()
