@@ -4,6 +4,7 @@ on the same lines, short inputs and long calls; ``--chunk-policy`` adds what the
 The benchmark itself lives in bench/kokoro_bench/quality.py (its docstring says more).
 
 Usage: python bench/quality.py [--sentences 300] [--languages a e ...] [--precisions fp32 int8] [--chunk-policy]
+                              [--resume lines.jsonl]
 """
 
 import sys

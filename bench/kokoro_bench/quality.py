@@ -105,6 +105,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=2, help="for every system and the recognizer (default: 2)")
     parser.add_argument("--weights", default=None, help="a checkpoint (default: the offline rebuild)")
     parser.add_argument("--json", metavar="PATH", help="also write every row to PATH as JSON")
+    parser.add_argument(
+        "--resume",
+        metavar="PATH",
+        help="append each line's result to PATH (JSON lines) and reuse the lines already there: a run of hours can "
+        "stop (Ctrl-C, a reboot) and go on with the same command",
+    )
 
 
 # -- corpora ----------------------------------------------------------------------------------
@@ -327,7 +333,41 @@ def heard(recognizer, audio: np.ndarray, text: str, lang: str) -> tuple[float, s
     return character_error_rate(transcript, text), transcript
 
 
-def read_rows(reader, recognizer, args, texts_by_lang: dict) -> list[dict]:
+class LineResults:
+    """Each line's result (system, language, row kind, text: CER, RTF, machine) kept in a JSON-lines file as it is
+    measured (``--resume``), and those already there given back instead of reading the line again."""
+
+    def __init__(self, path: str | None, machine: str) -> None:
+        self.path, self.machine, self.done = Path(path) if path else None, machine, {}
+        if self.path is None or not self.path.exists():
+            return
+        data = self.path.read_bytes()
+        if data and not data.endswith(b"\n"):  # a line cut short by a stop mid-write: dropped
+            data = data[: data.rfind(b"\n") + 1]
+            self.path.write_bytes(data)
+        for line in data.decode().splitlines():
+            record = json.loads(line)
+            self.done[self._key(record)] = record
+
+    @staticmethod
+    def _key(record: dict) -> tuple:
+        return record["system"], record["lang"], record["rows"], record["text"]
+
+    def get(self, system: str, lang: str, kind: str, text: str) -> dict | None:
+        return self.done.get((system, lang, kind, text))
+
+    def add(self, record: dict) -> None:
+        record = {**record, "machine": self.machine}
+        self.done[self._key(record)] = record
+        if self.path is not None:
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+    def machines(self) -> set[str]:
+        return {r["machine"] for r in self.done.values()}
+
+
+def read_rows(reader, recognizer, args, texts_by_lang: dict, lines: LineResults) -> list[dict]:
     """The sentence, short and long rows of one system."""
     rows = []
     for lang in args.languages:
@@ -337,10 +377,16 @@ def read_rows(reader, recognizer, args, texts_by_lang: dict) -> list[dict]:
                 continue
             cers, rtfs = [], []
             for text in texts:
-                start = time.perf_counter()
-                audio = reader.read(text, lang)
-                rtfs.append((time.perf_counter() - start) / max(audio.size / SAMPLE_RATE, 1e-6))
-                cers.append(heard(recognizer, audio, text, lang)[0])
+                line = lines.get(reader.name, lang, kind, text)
+                if line is None:
+                    start = time.perf_counter()
+                    audio = reader.read(text, lang)
+                    rtf = (time.perf_counter() - start) / max(audio.size / SAMPLE_RATE, 1e-6)
+                    line = {"system": reader.name, "lang": lang, "rows": kind, "text": text, "rtf": rtf}
+                    line["cer"] = heard(recognizer, audio, text, lang)[0]
+                    lines.add(line)
+                cers.append(line["cer"])
+                rtfs.append(line["rtf"])
             rows.append(_cer_row(reader.name, lang, kind, cers, rtfs))
             print(f"  {reader.name} {lang} {kind}: CER {rows[-1]['cer_mean']:.3f}", file=sys.stderr, flush=True)
         if lang in args.long_languages:
@@ -530,17 +576,22 @@ def run(args) -> int:
     }
     for lang in args.long_languages:
         texts[lang]["long"] = long_texts(lang)
+    machine = machine_line([args.threads])
+    lines = LineResults(args.resume, machine)
     rows, policy = parity_rows(args.languages, args.sentences), None
     for make in systems(args):
         reader = make()
         print(f"reading with {reader.name}", file=sys.stderr, flush=True)
-        rows += read_rows(reader, recognizer, args, texts)
+        rows += read_rows(reader, recognizer, args, texts, lines)
         if args.chunk_policy and policy is None and isinstance(reader, Ours) and reader.name == "fp32":
             policy = policy_rows(reader, recognizer, args.long_languages)
         if args.json:  # after each system: a run cut short keeps what it measured
             Path(args.json).write_text(json.dumps({"rows": rows, "policy": policy}, indent=1, ensure_ascii=False))
         del reader
-    print(machine_line([args.threads]))
+    print(machine)
+    earlier = sorted(lines.machines() - {machine})
+    if earlier:  # --resume across machines: CER barely depends on the CPU, RTF does
+        print("lines also read on: " + "; ".join(earlier))
     print(f"recognizer: Whisper base (faster-whisper, int8), {args.threads} threads; medians of per-line values")
     print_quality(rows)
     if policy:

@@ -81,11 +81,13 @@ def test_quality_script_reads_one_english_line_and_the_recognizer_hears_it(tmp_p
         pytest.importorskip(module)
     out = tmp_path / "rows.json"
     args = ["--sentences", "1", "--languages", "a", "--precisions", "fp32", "--no-kpipeline", "--no-short"]
-    args += ["--long-languages", "--threads", "2", "--json", str(out)]
+    args += ["--long-languages", "--threads", "2", "--json", str(out), "--resume", str(tmp_path / "lines.jsonl")]
     result = subprocess.run(
         [sys.executable, "-W", "ignore", str(SCRIPT), *args], capture_output=True, text=True, cwd=SCRIPT.parent
     )
     assert result.returncode == 0, result.stderr[-2000:]
+    (line,) = [json.loads(x) for x in (tmp_path / "lines.jsonl").read_text().splitlines()]
+    assert (line["system"], line["lang"], line["rows"]) == ("fp32", "a", "sentences") and line["text"]
     first = result.stdout[result.stdout.index("|") :].split("\n\n")[0]  # the CER table; the G2P row's follows
     table = [line for line in first.splitlines() if line.startswith("|")]
     header = [c.strip() for c in table[0].strip("|").split("|")]
@@ -97,3 +99,19 @@ def test_quality_script_reads_one_english_line_and_the_recognizer_hears_it(tmp_p
     # "To know wisdom and instruction; To discern the words of understanding;": heard exactly on this machine
     # (fp32 and KPipeline alike); a wrong voice, wrong tokens or noise are far above this
     assert row["cer_mean"] < 0.1
+
+
+@pytest.mark.unit
+def test_resumed_lines_are_given_back_and_a_line_cut_short_is_dropped(tmp_path):
+    path = tmp_path / "lines.jsonl"
+    first = quality.LineResults(str(path), "machine A")
+    assert first.get("fp32", "a", "sentences", "Hello.") is None
+    first.add({"system": "fp32", "lang": "a", "rows": "sentences", "text": "Hello.", "cer": 0.25, "rtf": 0.3})
+    with open(path, "a") as f:  # a stop in the middle of the next line
+        f.write('{"system": "fp32", "lang": "a", "rows": "sentences", "text": "Bye')
+    again = quality.LineResults(str(path), "machine B")
+    assert again.get("fp32", "a", "sentences", "Hello.")["cer"] == 0.25
+    assert again.get("fp32", "a", "sentences", "Bye.") is None and again.machines() == {"machine A"}
+    again.add({"system": "fp32", "lang": "a", "rows": "sentences", "text": "Bye.", "cer": 0.0, "rtf": 0.3})
+    assert [json.loads(x)["text"] for x in path.read_text().splitlines()] == ["Hello.", "Bye."]
+    assert quality.LineResults(str(path), "machine C").machines() == {"machine A", "machine B"}
