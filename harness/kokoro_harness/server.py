@@ -40,6 +40,7 @@ def running_server(
             wait_until_healthy(url, proc, timeout=timeout)
         except RuntimeError as err:
             proc.kill()
+            proc.wait()
             raise RuntimeError(f"server {err}:\n{Path(log_path).read_text()[-3000:]}") from None
         try:
             yield proc, url
