@@ -41,6 +41,15 @@ LONGEST_FIRST = (
 )
 
 
+@pytest.fixture(autouse=True)
+def _voice_dirs_of_this_test_only(monkeypatch):
+    """A voices directory a test adds (``serve --voices-dir`` in process) is gone with the test: its tmp_path is
+    deleted when it passes, and every later voice lookup in the worker would fail on it."""
+    from kokoro_tvm_ext.speech.voices import packs
+
+    monkeypatch.setattr(packs, "_added_dirs", [])
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "system_tools: needs what scripts/install-system-deps.sh installs")
 

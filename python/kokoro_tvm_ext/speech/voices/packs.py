@@ -156,7 +156,8 @@ def _dir_voices() -> list[VoiceInfo]:
     found = []
     for directory in voice_dirs():
         if not directory.is_dir():
-            raise InvalidInputError(f"voices directory {directory} (${VOICES_ENV}): no such directory")
+            where = "added with --voices-dir" if directory in _added_dirs else f"${VOICES_ENV}"
+            raise InvalidInputError(f"voices directory {directory} ({where}): no such directory")
         stamp = directory.stat().st_mtime_ns
         cached = _read_dirs.get(directory)
         if cached is None or cached[0] != stamp:
