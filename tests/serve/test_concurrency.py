@@ -70,14 +70,14 @@ def test_a_client_that_disconnects_mid_stream_has_its_work_cancelled(server, voi
     assert ok.status_code == 200 and len(ok.content) > 0
 
 
-async def _hang_up_once_scheduled(url: str, payload: dict, health: str, before: dict) -> None:
+async def _hang_up_once_scheduled(server: str, path: str, payload: dict, before: dict) -> None:
     """POST ``payload`` and drop the connection as soon as the server has put the request on its scheduler
     (a fixed read timeout raced the server's planning on a loaded host: gone before it was scheduled, the
     request was rightly never started, and nothing was left to cancel)."""
     async with httpx.AsyncClient(timeout=60) as client:
-        post = asyncio.create_task(client.post(url, json=payload))
+        post = asyncio.create_task(client.post(f"{server}{path}", json=payload))
         deadline = time.monotonic() + 60
-        while (await client.get(health)).json()["scheduler"]["requests"] == before["requests"]:
+        while (await client.get(f"{server}/health")).json()["scheduler"]["requests"] == before["requests"]:
             assert not post.done(), f"answered before it could be abandoned: {post.result()}"
             assert time.monotonic() < deadline, "the request never reached the scheduler"
             await asyncio.sleep(0.05)
@@ -92,7 +92,7 @@ def test_a_client_that_gives_up_on_a_whole_response_has_its_work_cancelled(serve
     before = stats(server)
     text = " ".join(f"This is sentence number {n}." for n in range(1, 31))
     payload = {"input": text, "voice": voice, "response_format": "pcm", "speed": SPEED, "stream": False}
-    asyncio.run(_hang_up_once_scheduled(f"{server}{path}", payload, f"{server}/health", before))
+    asyncio.run(_hang_up_once_scheduled(server, path, payload, before))
     now = wait_until_cancelled(server, before)
     assert now["chunks_cancelled"] - before["chunks_cancelled"] >= 20
     ok = speech(server, input="Still fine.", voice=voice, response_format="pcm", stream=False)

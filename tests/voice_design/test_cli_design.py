@@ -12,8 +12,7 @@ from kokoro_tvm_ext.speech.voices import load_voice, packs, save_voice
 
 
 @pytest.fixture(autouse=True)
-def no_dirs(monkeypatch):
-    monkeypatch.setattr(packs, "_added_dirs", [])
+def no_dirs(monkeypatch):  # tests/conftest.py empties the added directories
     monkeypatch.delenv(packs.VOICES_ENV, raising=False)
 
 

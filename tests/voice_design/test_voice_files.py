@@ -28,8 +28,7 @@ def emma_copy(tmp_path):
 
 
 @pytest.fixture(autouse=True)
-def no_dirs(monkeypatch):
-    monkeypatch.setattr(packs, "_added_dirs", [])
+def no_dirs(monkeypatch):  # tests/conftest.py empties the added directories
     monkeypatch.delenv(packs.VOICES_ENV, raising=False)
 
 
