@@ -228,6 +228,27 @@ def test_bad_input_is_one_clear_line_and_no_file(cache_env, tmp_path, args, mess
     assert not out.exists()
 
 
+def test_warnings_are_one_line_each_and_other_libraries_stay_quiet(spoken, cache_env, tmp_path):
+    out = tmp_path / "out.wav"
+    # Phonemes Kokoro has no token for: one line that names them, no Python warning format.
+    result = say(cache_env, "--phonemes", "hˈɛ❓lO", "-o", str(out))
+    err = result.stderr.decode()
+    assert result.returncode == 0, err
+    assert [line for line in err.splitlines() if not line.startswith("wrote ")] == [
+        "kokoro-tvm say: warning: dropped 1 character(s) not in Kokoro's phoneme vocabulary: '❓' (U+2753) x1"
+    ]
+    # A Spanish question and a Mandarin sentence: nothing of Kokoro's is lost (no token for ¿ ¡), and jieba's and
+    # misaki's import-time deprecations are not the user's to read.
+    for text, lang in [("¿Qué tal? ¡Muy bien!", "e"), ("他说：“你好！”", "z")]:
+        result = say(cache_env, text, "--lang", lang, "-o", str(out))
+        err = result.stderr.decode()
+        assert result.returncode == 0, err
+        assert [line for line in err.splitlines() if not line.startswith(("wrote ", "kokoro-tvm: speaking"))] == [], err
+    # Asked for with $PYTHONWARNINGS, other libraries' warnings still show (jieba's pkg_resources one at import).
+    result = say({**cache_env, "PYTHONWARNINGS": "default"}, "他说", "--lang", "z", "-o", str(out))
+    assert "jieba" in result.stderr.decode(), result.stderr.decode()[-2000:]
+
+
 def test_a_damaged_artifact_is_one_clear_line(spoken, cache_env, tmp_path):
     (cached,) = [
         p for p in Path(cache_env["KOKORO_TVM_CACHE"]).glob("artifacts/*/meta.json") if not p.parent.is_symlink()

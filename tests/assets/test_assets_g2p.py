@@ -79,6 +79,18 @@ def test_tokenize_maps_the_vocab_and_drops_unknown_characters_with_a_warning(bun
         assert tokenize("", vocab) == []
 
 
+def test_tokenize_drops_punctuation_without_a_token_silently_as_kmodel_does(bundled_config):
+    # KModel.forward keeps vocab.get(c) for each character and drops the misses without a word; the marks Kokoro
+    # has no token for (Spanish inverted marks, guillemets) lose no sound, so they warn nothing.
+    vocab = bundled_config["vocab"]
+    phonemes = "¿kˈe tˈal? ¡mˈuj bjˈen! «bɔ̃ʒˈuʁ»"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ids = tokenize(phonemes, vocab)
+    assert ids == [vocab[c] for c in phonemes if vocab.get(c) is not None]
+    assert len(ids) == len(phonemes) - 4
+
+
 def test_long_text_is_one_chunk_per_sentence_the_first_cut_early():
     sentences = [
         f"Chapter {i} begins quietly, and the {w} keeps walking toward the old harbor at dawn."

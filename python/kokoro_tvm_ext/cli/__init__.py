@@ -6,9 +6,11 @@ import argparse
 import importlib
 import os
 import sys
+import warnings
+from contextlib import contextmanager
 
 from kokoro_tvm_ext import __version__
-from kokoro_tvm_ext.support.errors import KokoroError
+from kokoro_tvm_ext.support.errors import KokoroError, KokoroWarning
 
 # (name, module of kokoro_tvm_ext.cli, one line for `kokoro-tvm --help`). Each module defines add_arguments(parser)
 # and run(args) -> int, and is imported only when its command runs or its help is asked for: `say` does not pay for
@@ -61,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.run(args) or 0)
+        with _warnings_as_lines(args.command):
+            return int(args.run(args) or 0)
     except KokoroError as err:
         print(f"kokoro-tvm {args.command}: {err}", file=sys.stderr)
         return err.exit_code
@@ -76,6 +79,27 @@ def main(argv: list[str] | None = None) -> int:
         if any(isinstance(e, KeyboardInterrupt) for e in _causes(err)):
             return _interrupted(args.command)
         raise
+
+
+@contextmanager
+def _warnings_as_lines(command: str):
+    """Our warnings about the user's input (:class:`KokoroWarning`) as one line each, ``kokoro-tvm say: warning:
+    ...``; other libraries' (jieba's and misaki's deprecations at import) are not the user's to act on and stay
+    hidden unless asked for (``python -W``, ``$PYTHONWARNINGS``)."""
+    with warnings.catch_warnings():
+        if not sys.warnoptions:
+            warnings.simplefilter("ignore")
+        warnings.simplefilter("default", KokoroWarning)
+        show_other = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            if issubclass(category, KokoroWarning):
+                print(f"kokoro-tvm {command}: warning: {message}", file=sys.stderr, flush=True)
+            else:
+                show_other(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show
+        yield
 
 
 def _interrupted(command: str) -> int:

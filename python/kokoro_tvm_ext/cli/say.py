@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import sys
 import time
-import warnings
 from pathlib import Path
 
 from kokoro_tvm_ext.cli.options import (
@@ -154,21 +153,17 @@ def run(args) -> int:
     voice = Voice.load(args.voice, args.lang)  # checked before the artifact, which may need a compile
     speaker = Speaker.open(config)
     started = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("always")
-        plan = speaker.plan(
-            args.text,
-            voice,
-            phonemes=args.phonemes,
-            lang=args.lang,
-            speed=args.speed,
-            seed=args.seed,
-            aliases=cast_aliases(args),
-            ssml=args.ssml or None,
-        )
-        speech = join(
-            list(_with_progress(speaker.run(plan), len(plan.chunks), speaker.sample_rate)), speaker.sample_rate
-        )
+    plan = speaker.plan(
+        args.text,
+        voice,
+        phonemes=args.phonemes,
+        lang=args.lang,
+        speed=args.speed,
+        seed=args.seed,
+        aliases=cast_aliases(args),
+        ssml=args.ssml or None,
+    )
+    speech = join(list(_with_progress(speaker.run(plan), len(plan.chunks), speaker.sample_rate)), speaker.sample_rate)
     fmt = _audio_format(args)
     # The audio and the subtitles appear together or not at all.
     with AtomicFiles() as files:

@@ -3,13 +3,15 @@ override phonemes are checked against in markup, below G2P."""
 
 from __future__ import annotations
 
+import unicodedata
 import warnings
 from functools import lru_cache
 
 from kokoro_tvm_ext.model.config import load_config
+from kokoro_tvm_ext.support.errors import KokoroWarning
 
 
-class UnknownPhonemeWarning(UserWarning):
+class UnknownPhonemeWarning(KokoroWarning):
     """Characters outside Kokoro's phoneme vocabulary were dropped."""
 
 
@@ -26,14 +28,15 @@ def count_tokens(phonemes: str, vocab: dict[str, int] | None = None) -> int:
 
 
 def tokenize(phonemes: str, vocab: dict[str, int] | None = None) -> list[int]:
-    """Phonemes -> token ids, without the two boundary pads. Characters outside the
-    vocab are dropped with one :class:`UnknownPhonemeWarning` listing them."""
+    """Phonemes -> token ids, without the two boundary pads. Characters outside the vocab are dropped: a
+    punctuation mark silently (Kokoro has no token for Spanish ``¿ ¡`` or French ``« »``, and KPipeline drops them
+    the same way: no sound is lost), anything else with one :class:`UnknownPhonemeWarning` listing them."""
     vocab = vocab if vocab is not None else default_vocab()
     ids, unknown = [], {}
     for c in phonemes:
         if c in vocab:
             ids.append(vocab[c])
-        else:
+        elif not unicodedata.category(c).startswith("P"):
             unknown[c] = unknown.get(c, 0) + 1
     if unknown:
         listed = ", ".join(f"{c!r} (U+{ord(c):04X}) x{n}" for c, n in unknown.items())

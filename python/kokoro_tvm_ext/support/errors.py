@@ -13,6 +13,11 @@ traceback. Each class also derives from the builtin a caller would expect
 from __future__ import annotations
 
 
+class KokoroWarning(UserWarning):
+    """Base of the warnings a user should read (their text, markup or language; a missing optional part), which the
+    CLI shows as one line each."""
+
+
 class KokoroError(Exception):
     """Base of every error this package raises on purpose; the message says what to do."""
 

@@ -41,7 +41,7 @@ from kokoro_tvm_ext.speech.g2p.english_normalize import normalize
 from kokoro_tvm_ext.speech.g2p.english_tagger import shipped_tagger
 from kokoro_tvm_ext.speech.g2p.english_tokenizer import blank_english, english_tokenizer
 from kokoro_tvm_ext.speech.g2p.words import Word, words_from_pieces
-from kokoro_tvm_ext.support.errors import MissingAssetError
+from kokoro_tvm_ext.support.errors import KokoroWarning, MissingAssetError
 from kokoro_tvm_ext.support.torch_free import torch_hidden
 
 # ---------------------------------------------------------------------------------------
@@ -102,11 +102,15 @@ class _TaggedBlankEnglish:
 _lock = threading.Lock()
 
 
+class FallbackUnavailableWarning(KokoroWarning, RuntimeWarning):
+    """espeak-ng could not be loaded: English words missing from misaki's lexicon are skipped."""
+
+
 def _fallback_unavailable(err: Exception) -> None:
     warnings.warn(
         f"espeak-ng fallback unavailable ({type(err).__name__}: {err}); words missing from misaki's "
         "lexicon will be skipped. Install it with: pip install espeakng-loader phonemizer-fork",
-        RuntimeWarning,
+        FallbackUnavailableWarning,
         stacklevel=4,
     )
 
