@@ -77,6 +77,12 @@ def test_tokenize_maps_the_vocab_and_drops_unknown_characters_with_a_warning(bun
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert tokenize("", vocab) == []
+    # Thousands of distinct symbols: one short line that still counts them all.
+    symbols = "".join(map(chr, range(0x2600, 0x2600 + 200))) * 3
+    with pytest.warns(UnknownPhonemeWarning) as record:
+        assert tokenize(symbols, vocab) == []
+    msg = str(record[0].message)
+    assert "dropped 600 character(s)" in msg and msg.endswith("and 192 other characters") and len(msg) < 400, msg
 
 
 def test_tokenize_drops_punctuation_without_a_token_silently_as_kmodel_does(bundled_config):

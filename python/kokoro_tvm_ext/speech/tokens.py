@@ -11,6 +11,9 @@ from kokoro_tvm_ext.model.config import load_config
 from kokoro_tvm_ext.support.errors import KokoroWarning
 
 
+LISTED = 8  # distinct dropped characters an UnknownPhonemeWarning names
+
+
 class UnknownPhonemeWarning(KokoroWarning):
     """Characters outside Kokoro's phoneme vocabulary were dropped."""
 
@@ -39,7 +42,9 @@ def tokenize(phonemes: str, vocab: dict[str, int] | None = None) -> list[int]:
         elif not unicodedata.category(c).startswith("P"):
             unknown[c] = unknown.get(c, 0) + 1
     if unknown:
-        listed = ", ".join(f"{c!r} (U+{ord(c):04X}) x{n}" for c, n in unknown.items())
+        listed = ", ".join(f"{c!r} (U+{ord(c):04X}) x{n}" for c, n in list(unknown.items())[:LISTED])
+        if len(unknown) > LISTED:  # a text of thousands of distinct symbols still warns in one short line
+            listed += f" and {len(unknown) - LISTED} other characters"
         warnings.warn(
             f"dropped {sum(unknown.values())} character(s) not in Kokoro's phoneme vocabulary: {listed}",
             UnknownPhonemeWarning,
