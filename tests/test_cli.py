@@ -249,6 +249,34 @@ def test_warnings_are_one_line_each_and_other_libraries_stay_quiet(spoken, cache
     assert "jieba" in result.stderr.decode(), result.stderr.decode()[-2000:]
 
 
+def test_text_from_standard_input_speaks_as_the_argument_does(spoken, cache_env, tmp_path):
+    out = tmp_path / "stdin.wav"
+    piped = subprocess.run(
+        [KOKORO_TVM, "say", "-", "-o", str(out), "--seed", "0"],
+        input=f"\ufeff{TEXT}\n".encode(),  # a BOM and a final newline, as editors save text
+        env=cache_env,
+        capture_output=True,
+        timeout=1200,
+    )
+    assert piped.returncode == 0, piped.stderr.decode()[-2000:]
+    assert out.read_bytes() == spoken[0].read_bytes()  # the same text as an argument: the same file
+    for data, message in [
+        (b"caf\xe9 au lait", "standard input is not UTF-8 text (byte 0xe9 at offset 3)"),
+        (b"word " * 30000, "standard input holds more than 131072 characters: kokoro-tvm book FILE"),
+        (b"  \n", "text is empty"),
+    ]:
+        refused = subprocess.run(
+            [KOKORO_TVM, "say", "-", "-o", str(tmp_path / "no.wav")],
+            input=data,
+            env=cache_env,
+            capture_output=True,
+            timeout=600,
+        )
+        err = refused.stderr.decode()
+        assert refused.returncode == 2 and message in err and "Traceback" not in err, err
+        assert not (tmp_path / "no.wav").exists()
+
+
 def test_a_damaged_artifact_is_one_clear_line(spoken, cache_env, tmp_path):
     (cached,) = [
         p for p in Path(cache_env["KOKORO_TVM_CACHE"]).glob("artifacts/*/meta.json") if not p.parent.is_symlink()

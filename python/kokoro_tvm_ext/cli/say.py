@@ -23,6 +23,7 @@ Examples:
   kokoro-tvm say "Smaller files." -o hello.mp3
   kokoro-tvm say "To standard output." -o - > out.wav
   kokoro-tvm say "To standard output." -o - --format flac > out.flac
+  cat notes.txt | kokoro-tvm say - -o notes.mp3
   kokoro-tvm say "Nous avons marché." --voice ff_siwis -o fr.wav --subtitles fr.srt
   kokoro-tvm say "Where were you? [voice:bm_george]Out. [rate:0.8]Walking." -o talk.wav
   kokoro-tvm say "[voice:host]Welcome." --voice-alias host=af_heart --cast cast.json -o host.wav
@@ -51,9 +52,18 @@ from kokoro_tvm_ext.speech.voices import DEFAULT_VOICE
 from kokoro_tvm_ext.support.cache import AtomicFiles, check_writable_file
 from kokoro_tvm_ext.support.errors import InvalidInputError
 
+# As much as one command-line argument holds (Linux's MAX_ARG_STRLEN): ~2 hours of speech, held in memory until
+# the file is written. `book` speaks longer texts chapter by chapter, resumably.
+STDIN_CHARS = 128 * 1024
+
 
 def add_arguments(parser) -> None:
-    parser.add_argument("text", nargs="?", help="the text to speak")
+    parser.add_argument(
+        "text",
+        nargs="?",
+        help=f"the text to speak, or - to read it from standard input (UTF-8, at most {STDIN_CHARS} characters; "
+        "longer texts: kokoro-tvm book)",
+    )
     parser.add_argument(
         "-o",
         "--output",
@@ -94,8 +104,27 @@ def _audio_format(args) -> str:
         raise InvalidInputError(f"{err}, or --format {'|'.join(FORMATS)}") from None
 
 
+def _read_stdin() -> str:
+    """``say -``: the text on standard input, checked as an argument's would be."""
+    data = sys.stdin.buffer.read(4 * STDIN_CHARS + 4)  # UTF-8 takes at most 4 bytes a character
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise InvalidInputError(
+            f"standard input is not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start})"
+        ) from None
+    if len(text) > STDIN_CHARS or len(data) > 4 * STDIN_CHARS:
+        raise InvalidInputError(
+            f"standard input holds more than {STDIN_CHARS} characters: kokoro-tvm book FILE speaks longer texts "
+            "(chapter by chapter, resumable)"
+        )
+    return text
+
+
 def _check(args):
     """Everything the user can get wrong, before the slow steps; the Speaker's config."""
+    if args.text == "-":
+        args.text = _read_stdin()
     _check_writable(args.output)
     check_format(_audio_format(args))  # PyAV there, for every format but pcm and WAV
     if args.phonemes is not None and args.text:

@@ -10,7 +10,6 @@ from functools import lru_cache
 from kokoro_tvm_ext.model.config import load_config
 from kokoro_tvm_ext.support.errors import KokoroWarning
 
-
 LISTED = 8  # distinct dropped characters an UnknownPhonemeWarning names
 
 
