@@ -23,7 +23,7 @@ from kokoro_tvm_ext.serve.routes import dev, openai, ops
 from kokoro_tvm_ext.serve.routes.state import set_state
 from kokoro_tvm_ext.serve.scheduler import CHUNKS_AHEAD, MAX_BATCH, Scheduler
 from kokoro_tvm_ext.serve.voices import VoiceBook
-from kokoro_tvm_ext.speech import UnknownPhonemeWarning
+from kokoro_tvm_ext.support.errors import InputWarning
 
 ROUTERS = (openai.router, dev.router, ops.router)
 # What the in-flight limits count: the routes that take model or G2P time, which are the POST routes (the GETs
@@ -44,8 +44,9 @@ def create_app(
     knows where the app listens: ``kokoro-tvm serve`` allows its loopback names and bind address). ``docs``:
     serve FastAPI's ``/docs``, ``/redoc`` and ``/openapi.json`` (off by default: the first two load scripts
     from a CDN into the origin of ``/web``, whose page keeps the API key in ``sessionStorage``)."""
-    # Characters outside the vocab are dropped from the phonemes; per request that is noise in the log.
-    warnings.filterwarnings("ignore", category=UnknownPhonemeWarning)
+    # A request's text in another language, characters Kokoro has no token for, SSML's pitch: the client's to
+    # know, and one line per request is noise in the operator's log.
+    warnings.filterwarnings("ignore", category=InputWarning)
     metrics = Metrics()
     scheduler = Scheduler(speaker, max_batch=max_batch, ahead=CHUNKS_AHEAD, observer=metrics)
     metrics.watch(scheduler)

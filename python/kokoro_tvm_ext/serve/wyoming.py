@@ -41,6 +41,7 @@ import os
 import socket
 import stat
 import threading
+import warnings
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,7 +65,7 @@ from kokoro_tvm_ext.speech.sentences import SentenceBuffer, ends_paragraph
 from kokoro_tvm_ext.speech.ssml import is_ssml
 from kokoro_tvm_ext.speech.text_checks import clean_text
 from kokoro_tvm_ext.speech.voices import voice_language
-from kokoro_tvm_ext.support.errors import AssetError, InvalidInputError, KokoroError, RequestCancelled
+from kokoro_tvm_ext.support.errors import AssetError, InputWarning, InvalidInputError, KokoroError, RequestCancelled
 
 log = logging.getLogger("kokoro_tvm_ext.serve.wyoming")
 
@@ -769,6 +770,7 @@ class WyomingService:
         self.scheduler = scheduler
         self.config = config or WyomingConfig()
         self.info_event = describe().event()
+        warnings.filterwarnings("ignore", category=InputWarning)  # each request's: its client's, not the log's
         self._languages = {}  # one-letter code -> the voice that speaks it when only a language is asked for
         for v in list_voices():
             self._languages.setdefault(v.language, v.name)

@@ -15,7 +15,7 @@ import re
 import warnings
 from dataclasses import dataclass
 
-from kokoro_tvm_ext.support.errors import InvalidInputError, KokoroWarning
+from kokoro_tvm_ext.support.errors import InputWarning, InvalidInputError
 
 # What each G2P reads natively (a regex character class); text with none of it is probably in another language.
 LATIN = r"A-Za-z0-9"
@@ -87,7 +87,7 @@ def language(lang: str) -> Language:
     return BY_CODE[resolve_lang(lang)]
 
 
-class LanguageMismatchWarning(KokoroWarning):
+class LanguageMismatchWarning(InputWarning):
     """The text has no characters the chosen language's G2P reads as that language."""
 
 

@@ -48,7 +48,7 @@ from kokoro_tvm_ext.speech.markup import (
     pause_seconds,
     resolve_voice,
 )
-from kokoro_tvm_ext.support.errors import InvalidInputError, KokoroWarning
+from kokoro_tvm_ext.support.errors import InputWarning, InvalidInputError
 
 MAX_CHARS = 1_000_000
 MAX_DEPTH = 32
@@ -85,7 +85,7 @@ _NUM2WORDS = {"a": "en", "b": "en", "e": "es", "f": "fr", "h": "hi", "i": "it", 
 _MONTHS = "January February March April May June July August September October November December".split()
 
 
-class PitchIgnoredWarning(KokoroWarning):
+class PitchIgnoredWarning(InputWarning):
     """``<prosody pitch|volume|contour>``: Kokoro has no input for them."""
 
 

@@ -8,12 +8,12 @@ import warnings
 from functools import lru_cache
 
 from kokoro_tvm_ext.model.config import load_config
-from kokoro_tvm_ext.support.errors import KokoroWarning
+from kokoro_tvm_ext.support.errors import InputWarning
 
 LISTED = 8  # distinct dropped characters an UnknownPhonemeWarning names
 
 
-class UnknownPhonemeWarning(KokoroWarning):
+class UnknownPhonemeWarning(InputWarning):
     """Characters outside Kokoro's phoneme vocabulary were dropped."""
 
 

@@ -18,6 +18,11 @@ class KokoroWarning(UserWarning):
     CLI shows as one line each."""
 
 
+class InputWarning(KokoroWarning):
+    """About one text that is still spoken (its language, characters, markup): the servers leave these to their
+    clients (one per request is not the operator's to act on)."""
+
+
 class KokoroError(Exception):
     """Base of every error this package raises on purpose; the message says what to do."""
 
