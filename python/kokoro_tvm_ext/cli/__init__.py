@@ -83,9 +83,9 @@ def main(argv: list[str] | None = None) -> int:
 
 @contextmanager
 def _warnings_as_lines(command: str):
-    """Our warnings about the user's input (:class:`KokoroWarning`) as one line each, ``kokoro-tvm say: warning:
-    ...``; other libraries' (jieba's and misaki's deprecations at import) are not the user's to act on and stay
-    hidden unless asked for (``python -W``, ``$PYTHONWARNINGS``)."""
+    """Our warnings (:class:`KokoroWarning`: the text's language, dropped characters, a missing espeak-ng) as one
+    line each, ``kokoro-tvm say: warning: ...``; other libraries' (jieba's and misaki's deprecations at import) are
+    not the user's to act on and stay hidden unless asked for (``python -W``, ``$PYTHONWARNINGS``)."""
     with warnings.catch_warnings():
         if not sys.warnoptions:
             warnings.simplefilter("ignore")

@@ -106,18 +106,21 @@ def _audio_format(args) -> str:
 
 def _read_stdin() -> str:
     """``say -``: the text on standard input, checked as an argument's would be."""
-    data = sys.stdin.buffer.read(4 * STDIN_CHARS + 4)  # UTF-8 takes at most 4 bytes a character
+    too_long = InvalidInputError(
+        f"standard input holds more than {STDIN_CHARS} characters: kokoro-tvm book FILE speaks longer texts "
+        "(chapter by chapter, resumable)"
+    )
+    data = sys.stdin.buffer.read(4 * STDIN_CHARS + 1)  # UTF-8 takes at most 4 bytes a character
+    if len(data) > 4 * STDIN_CHARS:
+        raise too_long
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         raise InvalidInputError(
             f"standard input is not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start})"
         ) from None
-    if len(text) > STDIN_CHARS or len(data) > 4 * STDIN_CHARS:
-        raise InvalidInputError(
-            f"standard input holds more than {STDIN_CHARS} characters: kokoro-tvm book FILE speaks longer texts "
-            "(chapter by chapter, resumable)"
-        )
+    if len(text) > STDIN_CHARS:
+        raise too_long
     return text
 
 
