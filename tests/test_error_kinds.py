@@ -135,6 +135,28 @@ def test_ctrl_c_is_exit_130(tmp_path, monkeypatch, capsys):
     assert "interrupted; no output was written" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("asked", [False, True])
+def test_our_warnings_are_one_line_and_others_show_only_when_asked(asked, tmp_path, monkeypatch, capsys, recwarn):
+    import warnings
+
+    def warns(args):
+        warnings.warn("the text has no French characters", errors.InputWarning, stacklevel=2)
+        warnings.warn("a library's deprecation", DeprecationWarning, stacklevel=2)
+        warnings.warn("a library's notice", UserWarning, stacklevel=2)
+        raise errors.InvalidInputError("stop here")
+
+    monkeypatch.setattr(say_cmd, "_check", warns)
+    monkeypatch.setattr(sys, "warnoptions", ["default"] if asked else [])  # python -W default / $PYTHONWARNINGS
+    assert main(["say", "Hi.", "-o", str(tmp_path / "out.wav")]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "kokoro-tvm say: warning: the text has no French characters",
+        "kokoro-tvm say: stop here",
+    ]
+    # Other libraries' warnings go where Python sends them (here: pytest's record) only when asked for.
+    others = [str(w.message) for w in recwarn if not issubclass(w.category, errors.KokoroWarning)]
+    assert others == (["a library's deprecation", "a library's notice"] if asked else [])
+
+
 def test_ctrl_c_that_a_library_turns_into_another_error_is_still_exit_130(tmp_path, monkeypatch, capsys):
     """torch.export's tracing context raises KeyError from its `finally` when Ctrl-C lands inside it."""
 
