@@ -53,6 +53,7 @@ DEFERRED = {
     "safetensors",
     "spacy",
     "sympy",
+    "threadpoolctl",  # ~12 ms, needed once a Speaker or the speaker encoder exists (support/blas_threads.py)
     "torch",
     "tqdm",
     "tvm",
@@ -211,10 +212,17 @@ def test_a_light_import_inside_a_function_is_found(tmp_path):
 
 
 # The apps reach the model and the plugin through the speech layer. The exceptions are the model's own commands:
-# `kokoro-tvm compile` makes an artifact (compile, cross-compile, read its metadata, describe the CPU) and
-# `kokoro-tvm weights` converts a checkpoint; neither speaks, so the speech layer has nothing to give them.
+# `kokoro-tvm compile` makes an artifact (compile, cross-compile, read its metadata, describe the CPU),
+# `kokoro-tvm weights` converts a checkpoint and `kokoro-tvm cache` tells the artifacts' versions by their keys;
+# none speaks, so the speech layer has nothing to give them.
 LOWER = (f"{ROOT}.model", f"{ROOT}.plugin", f"{ROOT}._native")
 APPS_BELOW_SPEECH = {
+    "kokoro_tvm_ext.cli.cache": {
+        "kokoro_tvm_ext.model.artifact_cache",
+        "kokoro_tvm_ext.model.artifact_cache.library_key",
+        "kokoro_tvm_ext.model.speaker_encoder.compile",
+        "kokoro_tvm_ext.model.speaker_encoder.compile.artifact_dir",
+    },
     "kokoro_tvm_ext.cli.compile": {
         "kokoro_tvm_ext.model.artifact_cache",
         "kokoro_tvm_ext.model.artifact_cache.compiler_installed",

@@ -1,4 +1,5 @@
-"""One thread count for TVM's pool and the kernels' pool: TVM_NUM_THREADS, set_num_threads, num_threads=."""
+"""One thread count for TVM's pool and the kernels' pool: TVM_NUM_THREADS, set_num_threads, num_threads=; numpy's
+BLAS on one thread beside them."""
 
 from __future__ import annotations
 
@@ -64,3 +65,53 @@ def test_tvm_num_threads_sizes_both_pools():
 def test_bad_counts_are_value_errors(bad):
     with pytest.raises(ValueError, match="num_threads must be a positive integer"):
         set_num_threads(bad)
+
+
+# numpy's OpenBLAS threads as OpenBLAS itself reports them (threadpoolctl asks openblas_get_num_threads), before
+# and after the code under test; torch, when a test process has it, keeps its own.
+BLAS_REPORT = """
+import sys
+sys.path.insert(0, {tests!r})
+import numpy, threadpoolctl
+def numpy_blas():
+    return [i["num_threads"] for i in threadpoolctl.threadpool_info() if "numpy" in i["filepath"]]
+before = numpy_blas()
+{code}
+print(before, numpy_blas())
+"""
+
+
+def blas_threads(code: str, **env_extra) -> tuple[list[int], list[int]]:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    env.update(env_extra)
+    script = BLAS_REPORT.format(tests=os.path.dirname(__file__), code=textwrap.dedent(code))
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr
+    before, after = result.stdout.strip().splitlines()[-1].split("] [")
+    return [int(n) for n in before.strip("[]").split(",") if n], [int(n) for n in after.strip("[]").split(",") if n]
+
+
+SPEAKER = """
+from plan_only import NoModel
+from kokoro_tvm_ext.speech.speaker import Speaker
+Speaker(NoModel())
+"""
+
+
+def test_a_speaker_keeps_numpys_blas_to_one_thread():
+    # Its workers spin after each call on the cores the model's kernels use (support/blas_threads.py).
+    before, after = blas_threads(SPEAKER)
+    assert len(before) == 1 and (before[0] > 1 or len(os.sched_getaffinity(0)) == 1)  # numpy's wheel's, every core
+    assert after == [1]
+
+
+def test_the_speaker_encoder_keeps_numpys_blas_to_one_thread():
+    _, after = blas_threads(
+        "from kokoro_tvm_ext.model.speaker_encoder import SpeakerEncoder\nSpeakerEncoder.load(threads=2)\n"
+    )
+    assert after == [1]
+
+
+def test_openblas_num_threads_set_by_the_user_is_kept():
+    before, after = blas_threads(SPEAKER, OPENBLAS_NUM_THREADS="2")
+    assert before == after == [2]

@@ -54,6 +54,7 @@ from kokoro_tvm_ext.speech.text_path import read_text
 from kokoro_tvm_ext.speech.timestamps import WordTiming, within, word_timings
 from kokoro_tvm_ext.speech.tokens import tokenize
 from kokoro_tvm_ext.speech.voices import DEFAULT_VOICE, load_voice, style_for, voice_language
+from kokoro_tvm_ext.support.blas_threads import numpy_blas_on_one_thread
 from kokoro_tvm_ext.support.errors import InvalidInputError
 
 MIN_SPEED, MAX_SPEED = 0.1, 10.0
@@ -230,6 +231,7 @@ class Speaker:
     ):
         """``lexicon``: a :class:`~kokoro_tvm_ext.speech.lexicon.Lexicon` or the path of a lexicon file,
         whose words are spoken with its phonemes in every plan (unless a plan names its own)."""
+        numpy_blas_on_one_thread()  # the tagger's products would otherwise take a core from the model's kernels
         self.model = model
         self.vocab = vocab if vocab is not None else load_config()["vocab"]
         self.lexicon = load_lexicon(lexicon, self.vocab)

@@ -11,6 +11,7 @@ from kokoro_tvm_ext import _native  # noqa: F401  (registers the kernels the lib
 from kokoro_tvm_ext.model.runtime.cpu_features import check_cpu
 from kokoro_tvm_ext.model.runtime.tvm_runtime import import_tvm, load_vm
 from kokoro_tvm_ext.model.speaker_encoder.compile import LIBRARY, read_meta
+from kokoro_tvm_ext.support.blas_threads import numpy_blas_on_one_thread
 from kokoro_tvm_ext.support.errors import ArtifactError
 
 
@@ -26,6 +27,7 @@ class CompiledNetwork:
         self._tvm = tvm
         self._vm = load_vm(out_dir / LIBRARY, tvm)
         self._lock = threading.Lock()
+        numpy_blas_on_one_thread()  # the mel front end's product would otherwise slow the next call 2x
 
     def __call__(self, mels: np.ndarray) -> np.ndarray:
         with self._lock:
