@@ -24,6 +24,7 @@ COMMANDS = [
     ("book", "book", "speak an EPUB, markdown or text book to an audiobook (resumable; --ray for a cluster)"),
     ("weights", "weights", "convert a Kokoro .pth checkpoint to .safetensors (which loads without torch)"),
     ("wyoming", "wyoming", "speak for Home Assistant over the Wyoming protocol (streamed, every voice)"),
+    ("cache", "cache", "list the cache (compiled artifacts, voices, weights); --prune deletes old versions' entries"),
 ]
 
 
