@@ -107,6 +107,13 @@ def _letters(text: str) -> str:
     return "".join(c for c in unicodedata.normalize("NFKC", text).lower() if c.isalnum())
 
 
+# Where greedy decoding loops or is unsure, Whisper's own fallback samples at rising temperatures: a random
+# transcript (Hindi's test sentence came back three ways in three runs, and the test bounding its error failed once).
+# Its two checks stay (a compression ratio above 2.4: a loop; a mean log-probability below -1) and then decide a
+# second greedy pass that repeats no three tokens: the same audio always gives the same text.
+LOOPING, UNSURE = 2.4, -1.0
+
+
 def transcriber(threads: int = 0):
     """``audio, language="en" -> text`` with Whisper base from PyPI (the recognizer extra), or None without it;
     ``language`` is Whisper's code (``en``, ``hi``, ``zh``...); ``threads``: CTranslate2's (0: its default)."""
@@ -122,7 +129,10 @@ def transcriber(threads: int = 0):
         import librosa
 
         audio16k = librosa.resample(np.asarray(audio, np.float32), orig_sr=SAMPLE_RATE, target_sr=16000)
-        segments, _ = model.transcribe(audio16k, language=language, beam_size=1, initial_prompt=PROMPTS.get(language))
+        options = {"language": language, "beam_size": 1, "initial_prompt": PROMPTS.get(language), "temperature": 0.0}
+        segments = list(model.transcribe(audio16k, **options)[0])
+        if any(s.compression_ratio > LOOPING or s.avg_logprob < UNSURE for s in segments):
+            segments = list(model.transcribe(audio16k, **options, no_repeat_ngram_size=3)[0])
         return " ".join(s.text.strip() for s in segments)
 
     return transcribe
