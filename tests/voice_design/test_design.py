@@ -14,8 +14,9 @@ import pytest
 import soundfile as sf
 
 from kokoro_tvm_ext.speech.voice_design import DesignOptions, default_precision, design
-from kokoro_tvm_ext.speech.voice_design.scoring import EVALUATION, unit
-from kokoro_tvm_ext.speech.voice_design.space import style_cosine
+from kokoro_tvm_ext.speech.voice_design.scoring import CHECK, EVALUATION, SENTENCES, Scorer, unit
+from kokoro_tvm_ext.speech.voice_design.search import _checked
+from kokoro_tvm_ext.speech.voice_design.space import StyleSpace, style_cosine
 from kokoro_tvm_ext.speech.voice_design.state import state_path
 from kokoro_tvm_ext.speech.voices import load_voice
 
@@ -130,5 +131,26 @@ def test_the_sidecar_says_what_made_the_voice(designed, recording):
     assert [a["similarity"] for a in anchors] == sorted((a["similarity"] for a in anchors), reverse=True)
     assert HELD_OUT not in {a["voice"] for a in anchors}
     assert {"total", "similarity", "consistency", "outside"} <= set(made["score"])
+    # the score is the kept candidate's on the check sentences, the best of those judged there
+    check = made["check"]
+    assert check["sentences"] == list(CHECK["a"]) and not set(CHECK["a"]) & set(SENTENCES["a"] + EVALUATION["a"])
+    assert made["score"]["total"] == max(check["totals"]) and len(check["totals"]) >= 2
+    assert made["kept"].startswith("the start") == (check["totals"].index(max(check["totals"])) == 0)
     np.testing.assert_array_equal(np.load(designed.path), designed.pack)
     assert designed.pack.shape == (510, 1, 256) and designed.pack.dtype == np.float32
+
+
+def test_a_candidate_only_the_test_sentences_liked_gives_the_start_back(designed, speaker, encoder):
+    # A finalist far outside the stock voices' region, given the best search total: on the check sentences the
+    # region term (and the garbled voice) puts it below the start, which is kept.
+    from dataclasses import replace
+
+    packs = [load_voice(n) for n in POOL]
+    space = StyleSpace.build(packs, [load_voice(n) for n in designed.state.anchors], OPTIONS.directions)
+    far = [0.0] * len(designed.state.best_x)
+    far[-1] = far[-2] = 8.0  # eight spreads along two principal directions
+    state = replace(designed.state, finalists=[(10.0, far)])
+    scorer = Scorer(speaker, encoder, np.ones(256), "a", seed=OPTIONS.seed)
+    kept, judged = _checked(scorer, space, state, "a", OPTIONS.seed, None)
+    assert [j["x"] for j in judged] == [[0.0] * len(far), far]
+    assert kept == 0 and judged[0]["score"]["total"] > judged[1]["score"]["total"]

@@ -149,11 +149,19 @@ def _design(args) -> int:
             )
         raise
     bar.close()
-    best = result.sidecar["provenance"]["score"]
+    provenance = result.sidecar["provenance"]
+    if provenance["kept"].startswith("the start"):
+        print(
+            "kokoro-tvm voices design: no candidate sounded more like the recordings than the start on sentences the "
+            "search never spoke: the voice written is the nearest stock voices' blend (a longer --minutes, or "
+            "other recordings, may do better)",
+            file=sys.stderr,
+        )
     print(
-        f"wrote {result.path} and {result.path.with_suffix('.json').name}: similarity {best['similarity']:.3f} to the "
-        f'recordings after {result.state.evaluations} candidates; try it: kokoro-tvm say "Hello there." '
-        f"--voice {result.path} -o hello.wav"
+        f"wrote {result.path} and {result.path.with_suffix('.json').name}: similarity "
+        f"{provenance['score']['similarity']:.3f} to the recordings (on sentences the search never spoke) after "
+        f'{result.state.evaluations} candidates; try it: kokoro-tvm say "Hello there." --voice {result.path} '
+        "-o hello.wav"
     )
     return 0
 

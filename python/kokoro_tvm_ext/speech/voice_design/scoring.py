@@ -24,7 +24,7 @@ CONSISTENCY = 0.1
 OUTSIDE = 0.05
 
 # The test sentences each candidate speaks (short: a step's cost is their synthesis), by language; EVALUATION are
-# never spoken during a search (bench/voice_design.py judges the result on them).
+# never spoken by a design (bench/voice_design.py and the tests judge the result on them).
 SENTENCES = {
     "a": (
         "The quick brown fox jumps over the lazy dog.",
@@ -52,6 +52,39 @@ SENTENCES = {
     "p": ("A raposa pula sobre o cachorro.", "Onde fica a estação mais próxima?", "Terminamos o projeto cedo."),
     "z": ("今天天气很好。", "最近的车站在哪里？", "我们提前完成了工作。"),
 }
+# Sentences the search never speaks, on which its best candidates and the start are judged once it ends
+# (search.py): a search that fits its three test sentences and no others gives back the start.
+CHECK = {
+    "a": (
+        "My sister planted tomatoes in the garden last spring.",
+        "How long does the train take to reach the city?",
+        "The children laughed at the little brown puppy.",
+    ),
+    "e": (
+        "Mi hermana plantó tomates en el jardín.",
+        "¿Cuánto tarda el tren en llegar a la ciudad?",
+        "Los niños se rieron del perrito.",
+    ),
+    "f": (
+        "Ma sœur a planté des tomates au jardin.",
+        "Combien de temps met le train pour arriver en ville ?",
+        "Les enfants ont ri du petit chien.",
+    ),
+    "h": ("मेरी बहन ने बगीचे में टमाटर लगाए।", "शहर पहुँचने में ट्रेन कितना समय लेती है?", "बच्चे छोटे कुत्ते को देखकर हँसे।"),
+    "i": (
+        "Mia sorella ha piantato pomodori in giardino.",
+        "Quanto tempo impiega il treno per arrivare in città?",
+        "I bambini hanno riso del cagnolino.",
+    ),
+    "j": ("妹は庭にトマトを植えました。", "電車で町まで何分かかりますか？", "子供たちは小さな犬を見て笑いました。"),
+    "p": (
+        "Minha irmã plantou tomates no jardim.",
+        "Quanto tempo o trem leva para chegar à cidade?",
+        "As crianças riram do cachorrinho.",
+    ),
+    "z": ("我妹妹在花园里种了西红柿。", "火车到城里要多长时间？", "孩子们看着小狗笑了。"),
+}
+CHECK["b"] = CHECK["a"]
 EVALUATION = {
     "a": (
         "A gentle breeze moved through the open window of the old library.",

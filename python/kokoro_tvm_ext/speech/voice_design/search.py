@@ -8,8 +8,11 @@
    candidate by :mod:`.scoring`. The budget counts candidates (``steps``, rounded down to whole generations)
    and/or wall time (``minutes``, checked between generations); only a step budget decides the result alone:
    the same recordings, options, seed and ``steps`` give the same bytes on the same machine.
-4. After every generation, save the state (:mod:`.state`); at the end, write the best pack and its sidecar
-   together (``save_voice``) and remove the state.
+4. After every generation, save the state (:mod:`.state`).
+5. At the end, judge the ``FINALISTS`` best candidates and the start again on ``CHECK`` sentences, which the search
+   never spoke, and keep the one that scores highest there: three test sentences can be fitted (a French voice
+   from a pool without one ended below its start on unseen sentences), and then the start comes back. Write
+   that pack and its sidecar together (``save_voice``) and remove the state.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from kokoro_tvm_ext.speech.config import SpeakerConfig
 from kokoro_tvm_ext.speech.languages import language
 from kokoro_tvm_ext.speech.speaker import Speaker
 from kokoro_tvm_ext.speech.voice_design.recordings import RATE, read_recordings
-from kokoro_tvm_ext.speech.voice_design.scoring import SENTENCES, Scorer, unit
+from kokoro_tvm_ext.speech.voice_design.scoring import CHECK, SENTENCES, Scorer, unit
 from kokoro_tvm_ext.speech.voice_design.space import ANCHORS, DIRECTIONS, StyleSpace
 from kokoro_tvm_ext.speech.voice_design.state import DesignState, load_state, save_state, state_path
 from kokoro_tvm_ext.speech.voices import list_voices, load_voice, save_voice
@@ -40,6 +43,7 @@ METHODS = ("cma", "walk")
 POPULATION = 8
 SIGMA = 0.3  # the first step, in the space's units (a logit; a stock spread)
 DEFAULT_MINUTES = 10.0
+FINALISTS = 4  # the best candidates judged again at the end (with the start: 15 syntheses, ~2/3 of a generation)
 
 
 @dataclass(frozen=True)
@@ -214,6 +218,8 @@ def design(
         i = int(np.argmax(totals))
         if state.best is None or totals[i] > state.best["total"]:
             state.best_x, state.best = [float(v) for v in xs[i]], asdict(scores[i])
+        ranked = state.finalists + [(t, [float(v) for v in x]) for t, x in zip(totals, xs)]
+        state.finalists = sorted(ranked, key=lambda f: -f[0])[:FINALISTS]  # stable: the earlier of equals first
         state.evaluations += len(xs)
         state.generations += 1
         state.history.append((state.evaluations, state.best["total"]))
@@ -226,9 +232,11 @@ def design(
     if state.best_x is None:
         raise InvalidInputError("the budget ended before one generation was scored; give more --minutes or --steps")
 
-    pack = space.pack(state.best_x)
+    chosen, check = _checked(scorer, space, state, lang, options.seed, status)
+    x = check[chosen]["x"]
+    pack = space.pack(x)
     k = len(state.anchors)
-    logits = np.asarray(state.best_x[:k]) - max(state.best_x[:k])
+    logits = np.asarray(x[:k]) - max(x[:k])
     weights = np.exp(logits) / np.exp(logits).sum()
     sidecar = {
         "language": lang,
@@ -239,7 +247,14 @@ def design(
             "recordings": [
                 {"file": r.path.name, "sha256": r.sha256, "speech_seconds": round(r.speech_seconds, 2)} for r in recs
             ],
-            "score": {k_: round(v, 6) for k_, v in state.best.items()},
+            # on the check sentences, which the search never spoke; the search's best on its test sentences
+            "score": {k_: round(v, 6) for k_, v in check[chosen]["score"].items()},
+            "search_best": {k_: round(v, 6) for k_, v in state.best.items()},
+            "kept": "the start (no candidate beat it on the check sentences)" if chosen == 0 else "the search's",
+            "check": {
+                "sentences": list(CHECK.get(lang, CHECK["a"])),
+                "totals": [round(c["score"]["total"], 6) for c in check],  # the start first, then the search's
+            },
             "seed": options.seed,
             "budget": {
                 "steps": options.steps,
@@ -260,6 +275,20 @@ def design(
     save_voice(out, pack, sidecar)
     path.unlink(missing_ok=True)
     return Design(out, pack, sidecar, state)
+
+
+def _checked(scorer: Scorer, space: StyleSpace, state: DesignState, lang: str, seed: int, status):
+    """Index of the candidate kept and every candidate judged on ``CHECK``: the start (x = 0) first, then the
+    search's finalists; the first of equal totals is kept, so the start wins a tie."""
+    start = [0.0] * len(state.best_x)
+    xs = [start] + [x for _, x in state.finalists if x != start]
+    if status is not None:
+        status(f"judging the search's {len(xs) - 1} best and the start on sentences the search never spoke")
+    sentences = CHECK.get(lang, CHECK["a"])
+    check = Scorer(scorer.speaker, scorer.encoder, scorer.target, lang, sentences=sentences, seed=seed)
+    judged = [{"x": x, "score": asdict(check.score(space.pack(x), space.outside(x)))} for x in xs]
+    totals = [j["score"]["total"] for j in judged]
+    return totals.index(max(totals)), judged
 
 
 def _speak_first(scorer: Scorer, first, pack) -> np.ndarray:
