@@ -58,3 +58,20 @@ def test_design_refuses_bad_options_in_one_line(capsys, tmp_path, monkeypatch, a
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["me.wav"]
+
+
+@pytest.mark.parametrize("kept", ["search", "start"])
+def test_design_says_what_it_wrote(capsys, tmp_path, monkeypatch, kept):
+    # What the command prints from a design's result (the design itself: test_design.py, on the real weights).
+    from types import SimpleNamespace
+
+    from kokoro_tvm_ext.cli import voices as voices_command
+
+    provenance = {"kept": kept, "score": {"similarity": 0.81234}}
+    result = SimpleNamespace(path=tmp_path / "me.npy", state=SimpleNamespace(evaluations=240), sidecar={})
+    result.sidecar["provenance"] = provenance
+    monkeypatch.setattr(voices_command, "design", lambda *args, **kwargs: result)
+    assert main(["voices", "design", "me.wav", "-o", str(tmp_path / "me.npy"), "--steps", "8"]) == 0
+    out, err = capsys.readouterr()
+    assert "similarity 0.812 to the recordings (on sentences the search never spoke) after 240 candidates" in out
+    assert ("the voice written is the nearest stock voices' blend" in err) == (kept == "start")

@@ -150,7 +150,7 @@ def _design(args) -> int:
         raise
     bar.close()
     provenance = result.sidecar["provenance"]
-    if provenance["kept"].startswith("the start"):
+    if provenance["kept"] == "start":
         print(
             "kokoro-tvm voices design: no candidate sounded more like the recordings than the start on sentences the "
             "search never spoke: the voice written is the nearest stock voices' blend (a longer --minutes, or "

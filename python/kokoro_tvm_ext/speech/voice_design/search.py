@@ -250,7 +250,7 @@ def design(
             # on the check sentences, which the search never spoke; the search's best on its test sentences
             "score": {k_: round(v, 6) for k_, v in check[chosen]["score"].items()},
             "search_best": {k_: round(v, 6) for k_, v in state.best.items()},
-            "kept": "the start (no candidate beat it on the check sentences)" if chosen == 0 else "the search's",
+            "kept": "start" if chosen == 0 else "search",  # the start: no candidate beat it on the check sentences
             "check": {
                 "sentences": list(CHECK.get(lang, CHECK["a"])),
                 "totals": [round(c["score"]["total"], 6) for c in check],  # the start first, then the search's
