@@ -3,6 +3,7 @@ BLAS on one thread beside them."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -70,14 +71,14 @@ def test_bad_counts_are_value_errors(bad):
 # numpy's OpenBLAS threads as OpenBLAS itself reports them (threadpoolctl asks openblas_get_num_threads), before
 # and after the code under test; torch, when a test process has it, keeps its own.
 BLAS_REPORT = """
-import sys
+import json, sys
 sys.path.insert(0, {tests!r})
 import numpy, threadpoolctl
 def numpy_blas():
     return [i["num_threads"] for i in threadpoolctl.threadpool_info() if "numpy" in i["filepath"]]
 before = numpy_blas()
 {code}
-print(before, numpy_blas())
+print(json.dumps([before, numpy_blas()]))
 """
 
 
@@ -87,8 +88,8 @@ def blas_threads(code: str, **env_extra) -> tuple[list[int], list[int]]:
     script = BLAS_REPORT.format(tests=os.path.dirname(__file__), code=textwrap.dedent(code))
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr
-    before, after = result.stdout.strip().splitlines()[-1].split("] [")
-    return [int(n) for n in before.strip("[]").split(",") if n], [int(n) for n in after.strip("[]").split(",") if n]
+    before, after = json.loads(result.stdout.strip().splitlines()[-1])
+    return before, after
 
 
 SPEAKER = """
