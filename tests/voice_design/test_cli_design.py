@@ -75,3 +75,20 @@ def test_design_says_what_it_wrote(capsys, tmp_path, monkeypatch, kept):
     out, err = capsys.readouterr()
     assert "similarity 0.812 to the recordings (on sentences the search never spoke) after 240 candidates" in out
     assert ("the voice written is the nearest stock voices' blend" in err) == (kept == "start")
+
+
+def test_a_state_saved_by_another_version_is_refused_in_one_line(capsys, tmp_path, monkeypatch):
+    import pickle
+
+    monkeypatch.chdir(tmp_path)
+    t = np.arange(5 * 16000) / 16000
+    sf.write("me.wav", (0.1 * np.sin(2 * np.pi * 140 * t)).astype(np.float32), 16000)
+    with open("me.npy.design-state", "wb") as f:
+        pickle.dump((1, {"what": "a version 1 state"}), f)
+    assert main(["voices", "design", "me.wav", "-o", "me.npy", "--steps", "8"]) == 2
+    err = capsys.readouterr().err
+    assert "holds a design saved by another version of kokoro-tvm-ext; delete it to start this one" in err
+    assert len(err.strip().splitlines()) == 1 and sorted(p.name for p in tmp_path.iterdir()) == [
+        "me.npy.design-state",
+        "me.wav",
+    ]

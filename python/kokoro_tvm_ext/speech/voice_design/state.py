@@ -54,8 +54,12 @@ def load_state(path: Path, key: dict) -> DesignState | None:
         raise InvalidInputError(
             f"cannot read the saved design {path} ({type(err).__name__}); delete it to start over"
         ) from None
-    if version != VERSION or state.key != key:
-        changed = sorted(k for k in set(key) | set(state.key) if key.get(k) != state.key.get(k)) or ["version"]
+    if version != VERSION:
+        raise InvalidInputError(
+            f"{path} holds a design saved by another version of kokoro-tvm-ext; delete it to start this one"
+        )
+    if state.key != key:
+        changed = sorted(k for k in set(key) | set(state.key) if key.get(k) != state.key.get(k))
         raise InvalidInputError(
             f"{path} holds a design with other {', '.join(changed)}; rerun that command to finish it, or delete the "
             "file to start this one"
