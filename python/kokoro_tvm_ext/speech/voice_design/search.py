@@ -9,10 +9,11 @@
    and/or wall time (``minutes``, checked between generations); only a step budget decides the result alone:
    the same recordings, options, seed and ``steps`` give the same bytes on the same machine.
 4. After every generation, save the state (:mod:`.state`).
-5. At the end, judge the ``FINALISTS`` best candidates and the start again on ``CHECK`` sentences, which the search
-   never spoke, and keep the one that scores highest there: three test sentences can be fitted (a French voice
-   from a pool without one ended below its start on unseen sentences), and then the start comes back. Write
-   that pack and its sidecar together (``save_voice``) and remove the state.
+5. At the end, judge the best candidate and the start again on ``CHECK`` sentences, which the search never spoke,
+   and keep the start if it scores higher there: three test sentences can be fitted (a French voice from a pool
+   without one ended below its start on unseen sentences). Choosing among the search's best few there moved
+   results by less than the noise, both ways. Write the pack and its sidecar together (``save_voice``) and remove
+   the state.
 """
 
 from __future__ import annotations
@@ -43,7 +44,6 @@ METHODS = ("cma", "walk")
 POPULATION = 8
 SIGMA = 0.3  # the first step, in the space's units (a logit; a stock spread)
 DEFAULT_MINUTES = 10.0
-FINALISTS = 4  # the best candidates judged again at the end (with the start: 15 syntheses, ~2/3 of a generation)
 
 
 @dataclass(frozen=True)
@@ -218,8 +218,6 @@ def design(
         i = int(np.argmax(totals))
         if state.best is None or totals[i] > state.best["total"]:
             state.best_x, state.best = [float(v) for v in xs[i]], asdict(scores[i])
-        ranked = state.finalists + [(t, [float(v) for v in x]) for t, x in zip(totals, xs)]
-        state.finalists = sorted(ranked, key=lambda f: -f[0])[:FINALISTS]  # stable: the earlier of equals first
         state.evaluations += len(xs)
         state.generations += 1
         state.history.append((state.evaluations, state.best["total"]))
@@ -253,7 +251,7 @@ def design(
             "kept": "start" if chosen == 0 else "search",  # the start: no candidate beat it on the check sentences
             "check": {
                 "sentences": list(CHECK.get(lang, CHECK["a"])),
-                "totals": [round(c["score"]["total"], 6) for c in check],  # the start first, then the search's
+                "totals": [round(c["score"]["total"], 6) for c in check],  # the start's, then the search's best
             },
             "seed": options.seed,
             "budget": {
@@ -278,12 +276,12 @@ def design(
 
 
 def _checked(scorer: Scorer, space: StyleSpace, state: DesignState, lang: str, seed: int, status):
-    """Index of the candidate kept and every candidate judged on ``CHECK``: the start (x = 0) first, then the
-    search's finalists; the first of equal totals is kept, so the start wins a tie."""
+    """Index of the candidate kept and both judged on ``CHECK``: the start (x = 0), then the search's best (6
+    syntheses); the start wins a tie."""
     start = [0.0] * len(state.best_x)
-    xs = [start] + [x for _, x in state.finalists if x != start]
+    xs = [start] + ([state.best_x] if state.best_x != start else [])
     if status is not None:
-        status(f"judging the search's {len(xs) - 1} best and the start on sentences the search never spoke")
+        status("judging the search's best and the start on sentences the search never spoke")
     sentences = CHECK.get(lang, CHECK["a"])
     check = Scorer(scorer.speaker, scorer.encoder, scorer.target, lang, sentences=sentences, seed=seed)
     judged = [{"x": x, "score": asdict(check.score(space.pack(x), space.outside(x)))} for x in xs]

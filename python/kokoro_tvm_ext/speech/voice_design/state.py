@@ -18,7 +18,7 @@ from kokoro_tvm_ext.support.cache import atomic_write
 from kokoro_tvm_ext.support.errors import InvalidInputError
 
 SUFFIX = ".design-state"
-VERSION = 2  # 2: the finalists
+VERSION = 1
 
 
 @dataclass
@@ -32,7 +32,6 @@ class DesignState:
     best_x: list[float] | None = None
     best: dict | None = None  # the best candidate's Score, as a dict
     history: list[tuple[int, float]] = field(default_factory=list)  # (evaluations, best total) per generation
-    finalists: list[tuple[float, list[float]]] = field(default_factory=list)  # the best (total, x), best first
     seconds: float = 0.0  # time spent over every run of this design
 
 
