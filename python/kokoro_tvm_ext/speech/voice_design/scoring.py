@@ -52,7 +52,7 @@ SENTENCES = {
     "p": ("A raposa pula sobre o cachorro.", "Onde fica a estação mais próxima?", "Terminamos o projeto cedo."),
     "z": ("今天天气很好。", "最近的车站在哪里？", "我们提前完成了工作。"),
 }
-# Sentences the search never speaks, on which its best candidates and the start are judged once it ends
+# Sentences the search never speaks, on which its best candidate and the start are judged once it ends
 # (search.py): a search that fits its three test sentences and no others gives back the start.
 CHECK = {
     "a": (
