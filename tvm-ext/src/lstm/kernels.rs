@@ -6,7 +6,9 @@ use super::*;
 #[cfg(target_arch = "x86_64")]
 use super::x86::{avx2, avx512};
 
-/// `out[j] = init[j] + W_hh h[j]` for each sequence j, over padded gate rows.
+/// `out[j] = init[j] + W_hh h[j]` for each sequence j over the gate columns of
+/// `pack` (whole panels of `W_hh^T`, `hidden` rows each); sequence j's gates go
+/// to `out[j * stride ..]`.
 pub(super) fn recurrent_matmul(
     isa: Isa,
     pack: &[f32],
@@ -14,19 +16,21 @@ pub(super) fn recurrent_matmul(
     init: &[&[f32]],
     h: &[&[f32]],
     out: &mut [f32],
+    stride: usize,
 ) {
     let s = init.len();
-    let gp = pack.len() / hidden;
+    let width = pack.len() / hidden;
     assert!(
-        gp.is_multiple_of(NB)
-            && pack.len() == gp * hidden
+        width.is_multiple_of(NB)
+            && pack.len() == width * hidden
             && h.len() == s
             && (1..=MAX_GROUP).contains(&s)
-            && out.len() == s * gp
-            && init.iter().all(|r| r.len() == gp)
+            && stride >= width
+            && out.len() >= (s - 1) * stride + width
+            && init.iter().all(|r| r.len() == width)
             && h.iter().all(|v| v.len() == hidden)
     );
-    let panels = gp / NB;
+    let panels = width / NB;
     match isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 | Isa::Avx512Vnni | Isa::Avx512Bf16 => {
@@ -36,21 +40,36 @@ pub(super) fn recurrent_matmul(
             unsafe {
                 match s {
                     1 => avx512::matvec1(w, hidden, panels, init[0].as_ptr(), h[0].as_ptr(), o),
-                    2 => {
-                        avx512::matvec::<2>(w, hidden, panels, ptrs(init), ptrs(h), out_ptrs(o, gp))
-                    }
-                    3 => {
-                        avx512::matvec::<3>(w, hidden, panels, ptrs(init), ptrs(h), out_ptrs(o, gp))
-                    }
-                    _ => {
-                        avx512::matvec::<4>(w, hidden, panels, ptrs(init), ptrs(h), out_ptrs(o, gp))
-                    }
+                    2 => avx512::matvec::<2>(
+                        w,
+                        hidden,
+                        panels,
+                        ptrs(init),
+                        ptrs(h),
+                        out_ptrs(o, stride),
+                    ),
+                    3 => avx512::matvec::<3>(
+                        w,
+                        hidden,
+                        panels,
+                        ptrs(init),
+                        ptrs(h),
+                        out_ptrs(o, stride),
+                    ),
+                    _ => avx512::matvec::<4>(
+                        w,
+                        hidden,
+                        panels,
+                        ptrs(init),
+                        ptrs(h),
+                        out_ptrs(o, stride),
+                    ),
                 }
             }
         }
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => {
-            for (j, o) in out.chunks_exact_mut(gp).enumerate() {
+            for (j, o) in out.chunks_mut(stride).take(s).enumerate() {
                 // SAFETY: avx2 and fma were detected; lengths were asserted above.
                 unsafe {
                     avx2::matvec1(
@@ -77,23 +96,38 @@ pub(super) fn recurrent_matmul(
                         panels,
                         ptrs(init),
                         ptrs(h),
-                        out_ptrs(o, gp),
+                        out_ptrs(o, stride),
                     ),
-                    2 => {
-                        arm::matvec::<2, 8>(w, hidden, panels, ptrs(init), ptrs(h), out_ptrs(o, gp))
-                    }
-                    3 => {
-                        arm::matvec::<3, 4>(w, hidden, panels, ptrs(init), ptrs(h), out_ptrs(o, gp))
-                    }
-                    _ => {
-                        arm::matvec::<4, 4>(w, hidden, panels, ptrs(init), ptrs(h), out_ptrs(o, gp))
-                    }
+                    2 => arm::matvec::<2, 8>(
+                        w,
+                        hidden,
+                        panels,
+                        ptrs(init),
+                        ptrs(h),
+                        out_ptrs(o, stride),
+                    ),
+                    3 => arm::matvec::<3, 4>(
+                        w,
+                        hidden,
+                        panels,
+                        ptrs(init),
+                        ptrs(h),
+                        out_ptrs(o, stride),
+                    ),
+                    _ => arm::matvec::<4, 4>(
+                        w,
+                        hidden,
+                        panels,
+                        ptrs(init),
+                        ptrs(h),
+                        out_ptrs(o, stride),
+                    ),
                 }
             }
         }
         Isa::Portable => {
-            for (j, o) in out.chunks_exact_mut(gp).enumerate() {
-                portable_matvec1(pack, hidden, init[j], h[j], o);
+            for (j, o) in out.chunks_mut(stride).take(s).enumerate() {
+                portable_matvec1(pack, hidden, init[j], h[j], &mut o[..width]);
             }
         }
     }
@@ -105,8 +139,8 @@ pub(super) fn ptrs<const S: usize>(v: &[&[f32]]) -> [*const f32; S] {
 }
 
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-pub(super) fn out_ptrs<const S: usize>(o: *mut f32, gp: usize) -> [*mut f32; S] {
-    std::array::from_fn(|j| o.wrapping_add(j * gp))
+pub(super) fn out_ptrs<const S: usize>(o: *mut f32, stride: usize) -> [*mut f32; S] {
+    std::array::from_fn(|j| o.wrapping_add(j * stride))
 }
 
 pub(super) fn portable_matvec1(

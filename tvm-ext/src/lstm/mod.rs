@@ -40,7 +40,10 @@
 //! nonlinearities use a vectorised `exp` accurate to well under 1e-6. Directions and groups of
 //! sequences run in parallel on rayon's global pool: with at least one
 //! (direction, group) per thread each runs on its own from packing to its last
-//! step; with fewer, the projections are first split across all threads.
+//! step; with fewer, the projections are first split across all threads and
+//! each step's hidden units are shared out among the threads left over (one
+//! window of the speaker encoder on two threads: the halves of `W_hh` stay in
+//! each core's L2 cache), the same bits on any number of threads.
 //!
 //! The parameters are listed once in [`crate::interface::LSTM`]. Files:
 //! `call.rs` reads a packed call, `schedule.rs` plans and runs the layers,

@@ -1,5 +1,8 @@
 //! How a call runs: input projections, recurrent weight packing, and the jobs
-//! per (direction, group of sequences) on rayon's pool.
+//! per (direction, group of sequences) on rayon's pool, each step of a job
+//! shared out among the threads left over when there are fewer jobs than threads.
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
 use super::*;
 
 /// Gate columns per packed panel of `W_hh^T`.
@@ -115,6 +118,8 @@ pub(super) fn forward_with(
     // layer and with its projections still in its cache. With fewer tasks than
     // threads the projections are computed first by all threads.
     let fused = tasks.len() >= threads;
+    // With fewer tasks, the threads left over share out each task's steps.
+    let helpers = threads / tasks.len() - 1;
 
     let mut prev = AlignedBuf::scratch(0);
     for layer in 0..cfg.num_layers {
@@ -170,7 +175,7 @@ pub(super) fn forward_with(
                     let offset = |i: usize, t: usize| (i * seq_len + t) * gp;
                     (
                         d,
-                        run_recurrence(&g, d, grp, &pack, &proj, offset, h0c0, shared),
+                        run_recurrence(&g, d, grp, &pack, &proj, offset, h0c0, shared, 0),
                     )
                 })
                 .collect()
@@ -186,7 +191,7 @@ pub(super) fn forward_with(
                     let offset = |i: usize, t: usize| g.proj_offset(d, grp[i], t);
                     (
                         d,
-                        run_recurrence(&g, d, grp, &packs[d], &proj, offset, h0c0, shared),
+                        run_recurrence(&g, d, grp, &packs[d], &proj, offset, h0c0, shared, helpers),
                     )
                 })
                 .collect()
@@ -370,9 +375,105 @@ pub(super) fn pack_recurrent(isa: Isa, w_hh: &[f32], hidden: usize, gp: usize) -
     packed
 }
 
+/// Panels of one gate inside a block of hidden units: `count` panels from
+/// panel `first` of the packed `W_hh^T`, written at `local` of the block's gates.
+struct PanelRun {
+    first: usize,
+    count: usize,
+    local: usize,
+}
+
+/// Hidden units updated together, and the gate columns they need.
+struct UnitBlock {
+    units: std::ops::Range<usize>,
+    runs: Vec<PanelRun>,
+    /// Floats of this block's gates per sequence, laid out `[i | f | g | o]`.
+    width: usize,
+}
+
+/// How a step is cut up. `shared` among threads and `H` a multiple of [`NB`]:
+/// blocks of `NB` units, each reading one panel per gate (256 KiB of `W_hh` at
+/// H = 256: a thread keeps its own blocks' weights in its L2 cache); otherwise
+/// one block of every unit, one product over every panel.
+fn unit_blocks(h: usize, gp: usize, shared: bool) -> Vec<UnitBlock> {
+    if shared && h.is_multiple_of(NB) {
+        (0..h / NB)
+            .map(|q| UnitBlock {
+                units: q * NB..(q + 1) * NB,
+                runs: (0..4)
+                    .map(|gate| PanelRun {
+                        first: gate * h / NB + q,
+                        count: 1,
+                        local: gate * NB,
+                    })
+                    .collect(),
+                width: 4 * NB,
+            })
+            .collect()
+    } else {
+        vec![UnitBlock {
+            units: 0..h,
+            runs: vec![PanelRun {
+                first: 0,
+                count: gp / NB,
+                local: 0,
+            }],
+            width: gp,
+        }]
+    }
+}
+
+/// The recurrence's state, written by several threads in turn: two buffers of
+/// hidden states (step `s` reads `h[s % 2]` and writes `h[(s + 1) % 2]`) and the
+/// cell states, `[sequence][H]` each.
+#[derive(Clone, Copy)]
+struct SharedState {
+    h: [*mut f32; 2],
+    c: *mut f32,
+    len: usize,
+}
+
+// SAFETY: within a step the threads write disjoint unit ranges of `h[(s+1)%2]`
+// and `c` and only read `h[s%2]`; a step starts after every block of the one
+// before is done (an acquire of its count); see `run_recurrence`.
+unsafe impl Send for SharedState {}
+unsafe impl Sync for SharedState {}
+
+impl SharedState {
+    /// Hidden states read at step `s`, all of sequence `i`.
+    unsafe fn h_read(&self, s: usize, i: usize, hidden: usize) -> &[f32] {
+        assert!((i + 1) * hidden <= self.len);
+        std::slice::from_raw_parts(self.h[s % 2].add(i * hidden), hidden)
+    }
+
+    /// Units `u` of sequence `i`: (its cell state, the hidden state written at step `s`).
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn unit_mut(
+        &self,
+        s: usize,
+        i: usize,
+        hidden: usize,
+        u: &std::ops::Range<usize>,
+    ) -> (&mut [f32], &mut [f32]) {
+        assert!(u.start <= u.end && u.end <= hidden && (i + 1) * hidden <= self.len);
+        let at = i * hidden + u.start;
+        (
+            std::slice::from_raw_parts_mut(self.c.add(at), u.len()),
+            std::slice::from_raw_parts_mut(self.h[(s + 1) % 2].add(at), u.len()),
+        )
+    }
+}
+
 /// Runs direction `d` over the sequences `grp` (longest first) and writes their
 /// hidden states to rows of `out`; returns each sequence's final `(b, h, c)`.
 /// The projected gates of `grp[i]` at step `t` start at `proj_offset(i, t)`.
+///
+/// Each step's unit blocks are claimed by up to `helpers + 1` threads: every
+/// thread takes its own blocks first, then any left, and moves to the next
+/// step once all are done. A thread waits only for blocks another running
+/// thread has claimed, so the call finishes even if no helper ever starts
+/// (the caller then does every block). Every gate sums in the same order
+/// whoever computes it: the same bits on any number of threads.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn run_recurrence(
     g: &Layer,
@@ -380,59 +481,146 @@ pub(super) fn run_recurrence(
     grp: &[usize],
     pack: &[f32],
     proj: &[f32],
-    proj_offset: impl Fn(usize, usize) -> usize,
+    proj_offset: impl Fn(usize, usize) -> usize + Sync,
     h0c0: Option<(&[f32], &[f32])>,
     out: SharedOut,
+    helpers: usize,
 ) -> Vec<(usize, Vec<f32>, Vec<f32>)> {
     let (h, gp) = (g.hidden, g.gp);
     let n = grp.len();
-    let mut hs = vec![0.0f32; n * h];
+    let max_len = grp.first().map_or(0, |&b| g.lens[b]);
+    // Sequence i runs steps first(i) .. max_len (reverse) or 0 .. len (forward).
+    let steps = |i: usize| {
+        let len = g.lens[grp[i]];
+        if d == 0 {
+            0..len
+        } else {
+            max_len - len..max_len
+        }
+    };
+    let mut hb = [vec![0.0f32; n * h], vec![0.0f32; n * h]];
     let mut cs = vec![0.0f32; n * h];
     if let Some((h0, c0)) = h0c0 {
         for (i, &b) in grp.iter().enumerate() {
             let off = ((g.layer * g.dirs + d) * g.batch + b) * h;
-            hs[i * h..(i + 1) * h].copy_from_slice(&h0[off..off + h]);
+            hb[steps(i).start % 2][i * h..(i + 1) * h].copy_from_slice(&h0[off..off + h]);
             cs[i * h..(i + 1) * h].copy_from_slice(&c0[off..off + h]);
         }
     }
-    let mut gates = AlignedBuf::zeros(MAX_GROUP * gp);
+    let blocks = unit_blocks(h, gp, helpers > 0);
+    let nb = blocks.len();
+    let claimed: Vec<AtomicBool> = (0..max_len * nb).map(|_| AtomicBool::new(false)).collect();
+    let done: Vec<AtomicUsize> = (0..max_len).map(|_| AtomicUsize::new(0)).collect();
+    let [h_a, h_b] = &mut hb;
+    let state = SharedState {
+        h: [h_a.as_mut_ptr(), h_b.as_mut_ptr()],
+        c: cs.as_mut_ptr(),
+        len: n * h,
+    };
+    let threads = (helpers + 1).min(nb);
     let out_stride = g.dirs * h;
-    let max_len = grp.first().map_or(0, |&b| g.lens[b]);
-    for step in 0..max_len {
-        let t = if d == 0 { step } else { max_len - 1 - step };
-        // Sequences with lengths[b] > t take part in step t: a prefix of `grp`.
-        // A reverse sequence joins at t = lengths[b] - 1 with its initial state.
-        let active = grp.partition_point(|&b| g.lens[b] > t);
-        let mut i0 = 0;
-        while i0 < active {
-            let s = (active - i0).min(MAX_GROUP);
-            let mut init: [&[f32]; MAX_GROUP] = [&[]; MAX_GROUP];
-            let mut hv: [&[f32]; MAX_GROUP] = [&[]; MAX_GROUP];
-            for j in 0..s {
-                let off = proj_offset(i0 + j, t);
-                init[j] = &proj[off..off + gp];
-                hv[j] = &hs[(i0 + j) * h..(i0 + j + 1) * h];
+
+    let work = |me: usize| {
+        let width = blocks.iter().map(|b| b.width).max().unwrap_or(0);
+        let mut gates = AlignedBuf::zeros(MAX_GROUP * width);
+        let home = nb * me / threads..nb * (me + 1) / threads;
+        let order: Vec<usize> = home
+            .clone()
+            .chain((0..nb).filter(|k| !home.contains(k)))
+            .collect();
+        for step in 0..max_len {
+            let t = if d == 0 { step } else { max_len - 1 - step };
+            // Sequences with lengths[b] > t take part in step t: a prefix of `grp`.
+            // A reverse sequence joins at t = lengths[b] - 1 with its initial state.
+            let active = grp.partition_point(|&b| g.lens[b] > t);
+            let mut finished = 0;
+            for &k in &order {
+                if claimed[step * nb + k].swap(true, Ordering::Relaxed) {
+                    continue;
+                }
+                let block = &blocks[k];
+                let nu = block.units.len();
+                let mut i0 = 0;
+                while i0 < active {
+                    let s = (active - i0).min(MAX_GROUP);
+                    let mut hv: [&[f32]; MAX_GROUP] = [&[]; MAX_GROUP];
+                    for (j, v) in hv.iter_mut().enumerate().take(s) {
+                        // SAFETY: h[step % 2] is only read during this step.
+                        *v = unsafe { state.h_read(step, i0 + j, h) };
+                    }
+                    for run in &block.runs {
+                        let cols = run.first * NB..(run.first + run.count) * NB;
+                        let mut init: [&[f32]; MAX_GROUP] = [&[]; MAX_GROUP];
+                        for (j, r) in init.iter_mut().enumerate().take(s) {
+                            let off = proj_offset(i0 + j, t);
+                            *r = &proj[off + cols.start..off + cols.end];
+                        }
+                        recurrent_matmul(
+                            g.isa,
+                            &pack[cols.start * h..cols.end * h],
+                            h,
+                            &init[..s],
+                            &hv[..s],
+                            &mut gates[run.local..s * block.width],
+                            block.width,
+                        );
+                    }
+                    for j in 0..s {
+                        let i = i0 + j;
+                        // SAFETY: this thread claimed block k of this step: its
+                        // units of c and of h[(step + 1) % 2] are its own.
+                        let (ci, hi) = unsafe { state.unit_mut(step, i, h, &block.units) };
+                        cell(
+                            g.isa,
+                            &gates[j * block.width..j * block.width + 4 * nu],
+                            ci,
+                            hi,
+                        );
+                        // SAFETY: row (b, t), columns of direction d and these
+                        // units belong to this block alone: b is in one group of
+                        // direction d, and t is visited once.
+                        unsafe {
+                            out.write(
+                                g.row(grp[i], t) * out_stride + d * h + block.units.start,
+                                hi,
+                            )
+                        };
+                    }
+                    i0 += s;
+                }
+                finished += 1;
             }
-            recurrent_matmul(g.isa, pack, h, &init[..s], &hv[..s], &mut gates[..s * gp]);
-            for j in 0..s {
-                let i = i0 + j;
-                let (hi, ci) = (&mut hs[i * h..(i + 1) * h], &mut cs[i * h..(i + 1) * h]);
-                cell(g.isa, &gates[j * gp..j * gp + 4 * h], ci, hi);
-                // SAFETY: row (b, t), columns d*H..(d+1)*H belong to this task
-                // alone: b is in one group of direction d, and t is visited once.
-                unsafe { out.write(g.row(grp[i], t) * out_stride + d * h, hi) };
+            if finished > 0 {
+                done[step].fetch_add(finished, Ordering::Release);
             }
-            i0 += s;
+            // Every block of this step is claimed by now, by threads computing them.
+            let mut spins = 0u32;
+            while done[step].load(Ordering::Acquire) < nb {
+                spins += 1;
+                if spins < 1 << 12 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+            }
         }
+    };
+    if threads <= 1 {
+        work(0);
+    } else {
+        rayon::scope(|scope| {
+            for me in 1..threads {
+                let work = &work;
+                scope.spawn(move |_| work(me));
+            }
+            work(0);
+        });
     }
     grp.iter()
         .enumerate()
         .map(|(i, &b)| {
-            (
-                b,
-                hs[i * h..(i + 1) * h].to_vec(),
-                cs[i * h..(i + 1) * h].to_vec(),
-            )
+            let last = hb[steps(i).end % 2][i * h..(i + 1) * h].to_vec();
+            (b, last, cs[i * h..(i + 1) * h].to_vec())
         })
         .collect()
 }

@@ -87,7 +87,7 @@ fn a_sequence_gives_the_same_bits_alone_or_in_a_group() {
             let solo: Vec<Vec<f32>> = (0..MAX_GROUP)
                 .map(|j| {
                     let mut out = vec![0.0; gp];
-                    recurrent_matmul(isa, &packed, hidden, &[&init[j]], &[&h[j]], &mut out);
+                    recurrent_matmul(isa, &packed, hidden, &[&init[j]], &[&h[j]], &mut out, gp);
                     out
                 })
                 .collect();
@@ -95,7 +95,28 @@ fn a_sequence_gives_the_same_bits_alone_or_in_a_group() {
                 let mut out = vec![0.0; s * gp];
                 let inits: Vec<&[f32]> = init[..s].iter().map(|v| v.as_slice()).collect();
                 let hs: Vec<&[f32]> = h[..s].iter().map(|v| v.as_slice()).collect();
-                recurrent_matmul(isa, &packed, hidden, &inits, &hs, &mut out);
+                recurrent_matmul(isa, &packed, hidden, &inits, &hs, &mut out, gp);
+                // Panel by panel, as a step shared out by blocks of units computes it.
+                let mut by_panel = vec![0.0; s * gp];
+                for p in 0..gp / NB {
+                    let cols = p * NB..(p + 1) * NB;
+                    let inits: Vec<&[f32]> = init[..s].iter().map(|v| &v[cols.clone()]).collect();
+                    recurrent_matmul(
+                        isa,
+                        &packed[cols.start * hidden..cols.end * hidden],
+                        hidden,
+                        &inits,
+                        &hs,
+                        &mut by_panel[cols.start..],
+                        gp,
+                    );
+                }
+                assert!(
+                    out.iter()
+                        .zip(&by_panel)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{isa:?} hidden {hidden}: {s} sequences panel by panel differ from one call"
+                );
                 for j in 0..s {
                     let got = &out[j * gp..(j + 1) * gp];
                     let same = got
@@ -213,6 +234,105 @@ fn any_number_of_threads() {
             });
             check(&Case::new(1, false, true, 1, 40, 3, 4));
         });
+    }
+}
+
+#[test]
+fn threads_sharing_steps_give_the_same_bits() {
+    // Fewer (direction, group) tasks than threads: the steps' blocks of units are
+    // shared out among the threads, in whatever order they claim them; H = 128
+    // has two blocks, H = 40 one. Lengths and initial state exercise a reverse
+    // sequence joining late and a forward one stopping early.
+    let cases = [
+        Case {
+            lengths: Some(vec![9, 4]),
+            state: true,
+            ..Case::new(2, true, true, 2, 9, 6, 128)
+        },
+        Case {
+            lengths: Some(vec![5, 11, 2]),
+            state: true,
+            ..Case::new(3, false, false, 3, 11, 40, 128)
+        },
+        Case::new(2, false, true, 1, 12, 8, 40),
+    ];
+    for case in &cases {
+        let data = make_data(case, 5);
+        let w = weights(case, &data);
+        let cfg = case.cfg();
+        let d = cfg.directions();
+        let state = case.state.then_some((&data.h0[..], &data.c0[..]));
+        let run = |threads: usize| {
+            let mut y = vec![f32::NAN; case.b * case.t * d * case.h];
+            let mut hn = vec![f32::NAN; case.layers * d * case.b * case.h];
+            let mut cn = hn.clone();
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap()
+                .install(|| {
+                    lstm_forward(
+                        &cfg,
+                        &data.x,
+                        case.lengths.as_deref(),
+                        state,
+                        &w,
+                        &mut y,
+                        &mut hn,
+                        &mut cn,
+                    )
+                    .unwrap()
+                });
+            [y, hn, cn].map(|v| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>())
+        };
+        let one = run(1);
+        for threads in [2, 3, 4, 6] {
+            assert!(
+                run(threads) == one,
+                "{case:?}: {threads} threads differ from one"
+            );
+        }
+    }
+    // And against the reference, with the steps shared.
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(4)
+        .build()
+        .unwrap()
+        .install(|| cases.iter().for_each(check));
+}
+
+/// Timing at the speaker encoder's shape (3 layers, I=40, H=256, T=160,
+/// batch first), not a check: `RAYON_NUM_THREADS=2 cargo test -p tvm-ext --release
+/// -- --ignored --nocapture --test-threads=1 timing_speaker` (`LSTM_B=1,4,16`).
+#[test]
+#[ignore]
+fn timing_speaker_shape() {
+    let bs: Vec<usize> = match std::env::var("LSTM_B") {
+        Ok(v) => v.split(',').map(|b| b.parse().unwrap()).collect(),
+        Err(_) => vec![1, 4, 11, 16],
+    };
+    for b in bs {
+        let case = Case::new(3, false, true, b, 160, 40, 256);
+        let data = make_data(&case, 7);
+        let w = weights(&case, &data);
+        let cfg = case.cfg();
+        let mut y = vec![0.0; b * 160 * 256];
+        let (mut hn, mut cn) = (vec![0.0; 3 * b * 256], vec![0.0; 3 * b * 256]);
+        let mut times = Vec::new();
+        let reps: usize = std::env::var("LSTM_REPS").map_or(23, |v| v.parse().unwrap());
+        for _ in 0..reps {
+            let start = std::time::Instant::now();
+            lstm_forward(&cfg, &data.x, None, None, &w, &mut y, &mut hn, &mut cn).unwrap();
+            times.push(start.elapsed().as_secs_f64() * 1e3);
+        }
+        let mut sorted = times[3..].to_vec();
+        sorted.sort_by(f64::total_cmp);
+        println!(
+            "I=40 H=256 3 layers B={b} T=160 on {} threads: min {:.2} median {:.2} ms",
+            rayon::current_num_threads(),
+            sorted[0],
+            sorted[sorted.len() / 2],
+        );
     }
 }
 
