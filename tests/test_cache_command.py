@@ -47,15 +47,15 @@ def test_the_listing_marks_other_versions_and_deletes_nothing(cache, capsys):
         assert f"{entry.name}  (this version)" in out
     for entry in stale:
         assert f"{entry.name}  (another version: --prune deletes it)" in out
-    assert "3 entries of other versions hold 750 KB: kokoro-tvm cache --prune deletes them" in out
-    assert "voices 1 KB" in out
+    assert "3 entries of other versions hold 732.4 KiB: kokoro-tvm cache --prune deletes them" in out
+    assert "voices 1000 bytes" in out
     assert all(p.exists() for p in kept + stale + untouched)
 
 
 def test_prune_deletes_only_the_other_versions_entries(cache, capsys):
     kept, stale, untouched = cache
     assert main(["cache", "--prune"]) == 0
-    assert "deleted 3 entries of other versions: 750 KB freed" in capsys.readouterr().out
+    assert "deleted 3 entries of other versions: 732.4 KiB freed" in capsys.readouterr().out
     assert all(p.exists() for p in kept + untouched) and not any(p.exists() for p in stale)
     assert not list(kept[0].parent.glob(".pruning-*"))
     assert main(["cache", "--prune"]) == 0

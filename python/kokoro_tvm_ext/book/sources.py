@@ -32,6 +32,7 @@ from pathlib import Path
 
 from kokoro_tvm_ext.speech.markup import markup_tags
 from kokoro_tvm_ext.support.errors import InvalidInputError, MissingAssetError
+from kokoro_tvm_ext.support.sizes import human_size
 
 EXTENSIONS = (".epub", ".md", ".markdown", ".txt")
 FRONT_MATTER = "Front matter"
@@ -309,15 +310,6 @@ def _toc_entries(toc) -> list[tuple[str, str]]:
     return out
 
 
-def _size(n: float) -> str:
-    if n < 1024:
-        return f"{n:.0f} bytes"
-    for unit in ("KiB", "MiB", "GiB"):
-        n /= 1024
-        if n < 1024 or unit == "GiB":
-            return f"{n:.1f} {unit}"
-
-
 class _Limits:
     """``EpubLimits`` applied to one EPUB: each refusal one line naming the limit and its flag."""
 
@@ -337,7 +329,8 @@ class _Limits:
         on_disk = os.fstat(file.fileno()).st_size
         if on_disk > limits.max_bytes:  # a zip is no larger than its content; and its directory is read whole
             raise self.refuse(
-                f"the file is {_size(on_disk)}, more than the limit of {_size(limits.max_bytes)}", "--max-book-bytes"
+                f"the file is {human_size(on_disk)}, more than the limit of {human_size(limits.max_bytes)}",
+                "--max-book-bytes",
             )
         try:
             with zipfile.ZipFile(file) as archive:  # reads the directory only
@@ -359,15 +352,15 @@ class _Limits:
             ratio = entry.file_size / max(entry.compress_size, 1)
             if entry.file_size > RATIO_FROM and ratio > limits.max_ratio:
                 raise self.refuse(
-                    f"{entry.filename} expands from {_size(entry.compress_size)} to {_size(entry.file_size)} "
+                    f"{entry.filename} expands from {human_size(entry.compress_size)} to {human_size(entry.file_size)} "
                     f"({ratio:.0f}:1), more than the limit of {limits.max_ratio:g}:1 (a zip bomb?)",
                     "--max-book-ratio",
                 )
             total += entry.file_size
         if total > limits.max_bytes:
             raise self.refuse(
-                f"the EPUB's files add up to {_size(total)} uncompressed, more than the limit of "
-                f"{_size(limits.max_bytes)}",
+                f"the EPUB's files add up to {human_size(total)} uncompressed, more than the limit of "
+                f"{human_size(limits.max_bytes)}",
                 "--max-book-bytes",
             )
         return len(entries), total
@@ -377,7 +370,7 @@ class _Limits:
         self.text_left -= len(data)
         if self.text_left < 0:
             raise self.refuse(
-                f"its XHTML and XML to parse pass the limit of {_size(self.limits.max_text_bytes)} at {what}",
+                f"its XHTML and XML to parse pass the limit of {human_size(self.limits.max_text_bytes)} at {what}",
                 "--max-book-text-bytes",
             )
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from kokoro_tvm_ext.model.artifact_cache import library_key
 from kokoro_tvm_ext.model.speaker_encoder.compile import artifact_dir
 from kokoro_tvm_ext.support.cache import cache_dir
+from kokoro_tvm_ext.support.sizes import human_size
 
 
 def add_arguments(parser) -> None:
@@ -36,27 +37,27 @@ def run(args) -> int:
     entries = sorted(p for p in artifacts.iterdir() if not p.name.startswith(".")) if artifacts.is_dir() else []
     current = _current_version()
     stale = [e for e in entries if not current(e.name)]
-    sizes = {e: _size(e) for e in entries}
+    sizes = {e: _disk_usage(e) for e in entries}
     print(f"cache: {root}")
-    print(f"compiled artifacts ({_human(sum(sizes.values()))}):")
+    print(f"compiled artifacts ({human_size(sum(sizes.values()))}):")
     for entry in entries:
         whose = "this version" if entry not in stale else "another version: --prune deletes it"
-        print(f"  {_human(sizes[entry]):>8}  {entry.name}  ({whose})")
+        print(f"  {human_size(sizes[entry]):>10}  {entry.name}  ({whose})")
     others = sorted(p for p in root.iterdir() if p.is_dir() and p.name != "artifacts" and not p.name.startswith("."))
     if others:
-        print("also: " + ", ".join(f"{p.name} {_human(_size(p))}" for p in others))
+        print("also: " + ", ".join(f"{p.name} {human_size(_disk_usage(p))}" for p in others))
     freed = sum(sizes[e] for e in stale)
     if not stale:
         print("nothing to prune: every compiled entry is this version's")
     elif not args.prune:
-        print(f"{len(stale)} entries of other versions hold {_human(freed)}: kokoro-tvm cache --prune deletes them")
+        print(f"{len(stale)} entries of other versions hold {human_size(freed)}: kokoro-tvm cache --prune deletes them")
     else:
         for entry in stale:
             # renamed first, so that an interrupted delete never leaves half an entry under its own name
             doomed = entry.with_name(f".pruning-{entry.name}")
             os.replace(entry, doomed)
             shutil.rmtree(doomed)
-        print(f"deleted {len(stale)} entries of other versions: {_human(freed)} freed")
+        print(f"deleted {len(stale)} entries of other versions: {human_size(freed)} freed")
     return 0
 
 
@@ -74,7 +75,7 @@ def _current_version():
     return current
 
 
-def _size(path: Path) -> int:
+def _disk_usage(path: Path) -> int:
     total = 0
     for folder, _, files in os.walk(path):
         for name in files:
@@ -83,11 +84,3 @@ def _size(path: Path) -> int:
             except OSError:  # removed while we walked
                 pass
     return total
-
-
-def _human(size: float) -> str:
-    for unit in ("B", "KB", "MB"):
-        if size < 1000:
-            return f"{size:.0f} {unit}"
-        size /= 1000
-    return f"{size:.1f} GB"
