@@ -301,6 +301,51 @@ fn threads_sharing_steps_give_the_same_bits() {
         .install(|| cases.iter().for_each(check));
 }
 
+#[test]
+fn a_shared_step_finishes_when_no_helper_can_start() {
+    // Two threads, one of them held by another job until the call is done: the
+    // call plans a helper that never runs alongside it, so its own thread must do
+    // every block of every step (a thread that waited for its planned helper
+    // would hang here), and give the bits of a one-thread run.
+    let case = Case::new(2, false, true, 1, 20, 8, 128);
+    let data = make_data(&case, 9);
+    let run = move |pool: &rayon::ThreadPool| {
+        let (w, cfg) = (weights(&case, &data), case.cfg());
+        let mut y = vec![f32::NAN; 20 * 128];
+        let (mut hn, mut cn) = (vec![f32::NAN; 2 * 128], vec![f32::NAN; 2 * 128]);
+        pool.install(|| {
+            lstm_forward(&cfg, &data.x, None, None, &w, &mut y, &mut hn, &mut cn).unwrap()
+        });
+        [y, hn, cn].map(|v| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>())
+    };
+    let one = run(&rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap());
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    pool.spawn(move || {
+        started_tx.send(()).unwrap();
+        let _ = release_rx.recv(); // the test ends it, passing or failing
+    });
+    started_rx.recv().unwrap();
+    // On a thread of its own, so that a hang fails the test instead of stalling the run.
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || done_tx.send(run(&pool)).unwrap());
+    let got = done_rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the call waited for a helper that could not start");
+    release_tx.send(()).unwrap();
+    assert!(
+        got == one,
+        "a step shared out with no helper gave other bits than one thread"
+    );
+}
+
 /// Timing at the speaker encoder's shape (3 layers, I=40, H=256, T=160,
 /// batch first), not a check: `RAYON_NUM_THREADS=2 cargo test -p tvm-ext --release
 /// -- --ignored --nocapture --test-threads=1 timing_speaker` (`LSTM_B=1,4,16`).
