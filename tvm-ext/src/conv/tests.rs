@@ -563,3 +563,49 @@ fn random_calls_through_the_registry_match_the_reference_and_bad_ones_name_the_a
         check(&call, &mut rng);
     }
 }
+
+#[test]
+fn tiles_of_panels_split_the_columns_evenly() {
+    // Every column in exactly one tile, in order; tiles made of whole panels
+    // (the last may end short at the width) and within one panel of each other,
+    // so two threads get equal shares (400 columns in 4 tiles: 3, 3, 3 and 4
+    // panels of 32; they were 128, 128, 128 and 16 columns).
+    for threads in [2, 3, 4] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            for units in [1, 2, 3] {
+                for width in (1..700).chain([4800, 24000]) {
+                    for rows in [12, 384, 819] {
+                        let plan =
+                            Plan::new(units, width, rows, 1 << 20).in_panels(32, units, width);
+                        let tiles: Vec<_> =
+                            (0..plan.tiles).map(|ti| plan.columns(ti, width)).collect();
+                        let what =
+                            format!("{threads} threads, {units} units, width {width}, rows {rows}");
+                        assert_eq!(tiles.first().unwrap().start, 0, "{what}");
+                        assert_eq!(tiles.last().unwrap().end, width, "{what}");
+                        assert!(
+                            tiles.windows(2).all(|w| w[0].end == w[1].start),
+                            "{what}: {tiles:?}"
+                        );
+                        assert!(
+                            tiles.iter().all(|t| !t.is_empty() && t.len() <= plan.tile),
+                            "{what}: {tiles:?}"
+                        );
+                        if plan.panel > 1 {
+                            assert!(tiles.iter().all(|t| t.start % 32 == 0), "{what}: {tiles:?}");
+                            let panels: Vec<usize> =
+                                tiles.iter().map(|t| t.len().div_ceil(32)).collect();
+                            let (lo, hi) =
+                                (panels.iter().min().unwrap(), panels.iter().max().unwrap());
+                            assert!(hi - lo <= 1, "{what}: {tiles:?}");
+                        }
+                    }
+                }
+            }
+        });
+    }
+}
