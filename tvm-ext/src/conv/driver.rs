@@ -159,8 +159,8 @@ pub(crate) fn conv_tiles<P: ConvPrecision>(
     run_jobs(units, &plan, |i, scratch, parallel| {
         let (unit, ti) = (i / plan.tiles, i % plan.tiles);
         let (batch, group) = (unit / g, unit % g);
-        let cols = plan.columns(ti, lout);
-        let (t0, tn) = (cols.start, cols.len());
+        let t0 = ti * plan.tile;
+        let tn = plan.tile.min(lout - t0);
         let t = ConvTile {
             cfg,
             x,

@@ -43,10 +43,8 @@ pub(crate) const TUNING: Tuning = Tuning {
 
 /// How the columns of each (batch item, group) are split into jobs.
 pub(crate) struct Plan {
-    /// Tile width in columns (the widest tile's, with panels).
+    /// Tile width in columns.
     pub tile: usize,
-    /// Columns of a GEMM panel that tiles are made of whole of, or 1.
-    pub panel: usize,
     /// Tiles per (batch item, group).
     pub tiles: usize,
     /// Jobs run one per thread (each GEMM single-threaded); otherwise the jobs
@@ -87,38 +85,20 @@ impl Plan {
         Self {
             tile,
             tiles,
-            panel: 1,
             job_parallel,
         }
     }
 
-    /// Tiles of whole panels of `panel` columns (the bf16 and int8 GEMMs') when
-    /// wider than one, for the same `units` and `width` as [`Plan::new`]: the
-    /// panels dealt out as evenly as the tiles allow. (Tiles of one width rounded
-    /// up to whole panels left the last one short: 400 columns in four tiles were
-    /// 128, 128, 128 and 16, one of two threads with 1.8x the other's work.)
+    /// The tiles rounded up to whole panels of `panel` columns (the bf16
+    /// GEMM's) when wider than one, for the same `units` and `width` as [`Plan::new`].
     pub fn in_panels(mut self, panel: usize, units: usize, width: usize) -> Self {
         if self.tile > panel {
-            let panels = width.div_ceil(panel);
-            self.tiles = self.tiles.min(panels);
-            self.tile = panels.div_ceil(self.tiles) * panel;
-            self.panel = panel;
+            self.tile = self.tile.next_multiple_of(panel);
+            self.tiles = width.div_ceil(self.tile);
             let jobs = units * self.tiles;
             self.job_parallel &= jobs >= 2 * threads() || jobs.is_multiple_of(threads());
         }
         self
-    }
-
-    /// The output columns of tile `ti` of a (batch item, group) `width` wide.
-    pub fn columns(&self, ti: usize, width: usize) -> std::ops::Range<usize> {
-        if self.panel > 1 {
-            let panels = width.div_ceil(self.panel);
-            let cut = |i: usize| (i * panels / self.tiles * self.panel).min(width);
-            cut(ti)..cut(ti + 1)
-        } else {
-            let t0 = ti * self.tile;
-            t0..(t0 + self.tile).min(width)
-        }
     }
 }
 
