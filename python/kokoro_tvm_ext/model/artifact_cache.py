@@ -25,6 +25,7 @@ import importlib.util
 import json
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -41,6 +42,7 @@ from kokoro_tvm_ext.model.runtime.cpu_features import (
     precision_here,
     target_arch,
 )
+from kokoro_tvm_ext.model.runtime.tvm_runtime import compiler_available
 from kokoro_tvm_ext.model.weights import Weights, find_weights, load_kmodel
 from kokoro_tvm_ext.model.weights.files import check_fits, read_checkpoint
 from kokoro_tvm_ext.support.cache import Progress, atomic_directory, cache_dir
@@ -252,12 +254,19 @@ def ensure_artifact(
     if target_arch(target) != host_arch():  # cross-compiled: the library alone, the same for every weights
         out = cached_artifact_dir(f"library-{library_key(lstm_impl, precision, target)}")
         return ensure_compiled(
-            out, lambda: load_kmodel(weights), target=target, lstm_impl=lstm_impl, precision=precision, quiet=quiet
+            out,
+            lambda: load_kmodel(weights),
+            weights=weights,
+            target=target,
+            lstm_impl=lstm_impl,
+            precision=precision,
+            quiet=quiet,
         )
     out = cached_artifact_dir(artifact_key(weights.fingerprint(), lstm_impl, precision, target))
     return ensure_compiled(
         out,
         lambda: load_kmodel(weights),
+        weights=weights,
         checkpoint=lambda: _fitting_checkpoint(weights),
         target=target,
         lstm_impl=lstm_impl,
@@ -302,6 +311,7 @@ def ensure_compiled(
     out: Path,
     make_model,
     *,
+    weights: Weights | None = None,
     checkpoint=None,
     target: dict | None = None,
     lstm_impl: str = "plugin",
@@ -315,8 +325,9 @@ def ensure_compiled(
     else, given ``checkpoint`` (a callable returning the weights as KModel's flat state-dict names -> arrays):
     the weights bound to an entry of the same library beside ``out``, else (if ``prebuilt`` and ``target`` is
     this machine's CPU) to the best installed prebuilt library, into an entry beside ``out`` named after it
-    (returned); else ``make_model()`` compiled for ``target`` into ``out``. Atomic either way; a missing
-    compiler is a one-line ``ArtifactMissingError``. For a ``target`` of another architecture, nothing is
+    (returned); else ``make_model()`` compiled for ``target`` into ``out``, or, where this process imported
+    TVM runtime-only (a model loaded first), ``weights`` compiled in a child process. Atomic either way; a
+    missing compiler is a one-line ``ArtifactMissingError``. For a ``target`` of another architecture, nothing is
     bound (its library cannot run here): ``out`` is the library-only artifact ``compile_kokoro`` makes."""
     if out.exists() and cached_problem(out) is None:
         return out
@@ -341,8 +352,29 @@ def ensure_compiled(
                 return entry
         if not compiler_installed():
             raise _no_compiler(found, target)
-        _compile_into(out, problem, make_model, target, lstm_impl, precision, weights_fingerprint, quiet)
+        if compiler_available() or weights is None:
+            model = make_model
+        else:  # TVM's compiler cannot load here; a fresh process compiles these weights
+            model = _ChildCompile(weights.ensure_file())
+        _compile_into(out, problem, model, target, lstm_impl, precision, weights_fingerprint, quiet)
     return out
+
+
+class _ChildCompile:
+    """Compiles the checkpoint at ``weights`` in a child process (``python -m kokoro_tvm_ext.model.compile``),
+    its progress lines on this one's stderr."""
+
+    def __init__(self, weights: Path):
+        self.weights = weights
+
+    def run(self, out: Path, target, lstm_impl: str, precision: str, weights_fingerprint: str | None) -> None:
+        argv = [str(out), str(self.weights), json.dumps(target), lstm_impl, precision, weights_fingerprint or ""]
+        env = {**os.environ, "PYTHONWARNINGS": "ignore"}  # torch.export's notes, as an in-process compile hides them
+        result = subprocess.run([sys.executable, "-m", "kokoro_tvm_ext.model.compile", *argv], env=env)
+        if result.returncode != 0:
+            raise ArtifactError(
+                f"compiling Kokoro in a child process failed (exit {result.returncode}; its messages are above)"
+            )
 
 
 def _target_name(target: dict | None) -> str:
@@ -387,6 +419,9 @@ def _compile_into(
     # interrupted compile (Ctrl-C, a crash) never leaves a half-written entry.
 
     with atomic_directory(out) as tmp:
+        if isinstance(make_model, _ChildCompile):
+            make_model.run(tmp, target, lstm_impl, precision, weights_fingerprint)
+            return
         compile_kokoro(
             make_model(),
             tmp,

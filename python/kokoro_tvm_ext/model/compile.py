@@ -274,3 +274,26 @@ def compile_kokoro(
     )
     step(f"done: {out_dir}")
     return out_dir
+
+
+def main(argv: list[str]) -> None:
+    """``python -m kokoro_tvm_ext.model.compile OUT WEIGHTS TARGET_JSON LSTM_IMPL PRECISION FINGERPRINT``: the
+    compile ``ensure_artifact`` runs in a child process when this one imported TVM runtime-only (a model
+    loaded before another precision or target is compiled)."""
+    import json
+
+    from kokoro_tvm_ext.model.weights import load_kmodel
+
+    out, weights, target, lstm_impl, precision, fingerprint = argv
+    compile_kokoro(
+        load_kmodel(weights),
+        out,
+        target=json.loads(target),
+        lstm_impl=lstm_impl,
+        precision=precision,
+        weights_fingerprint=fingerprint or None,
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
