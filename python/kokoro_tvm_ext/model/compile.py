@@ -14,6 +14,7 @@ its weight transforms are not run, and the artifact is library-only (``checkpoin
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -30,6 +31,7 @@ from kokoro_tvm_ext.model.runtime.cpu_features import host_arch, target_arch, ta
 from kokoro_tvm_ext.model.runtime.tvm_runtime import compiler_available
 from kokoro_tvm_ext.model.runtime.weights import WEIGHTS, write_weights
 from kokoro_tvm_ext.model.spec import MAX_TOKENS, SAMPLE_RATE, TOKEN_TABLES
+from kokoro_tvm_ext.model.weights import load_kmodel
 from kokoro_tvm_ext.plugin.native_log import quiet_harmless_warnings
 from kokoro_tvm_ext.support.errors import InvalidInputError, MissingAssetError
 
@@ -280,10 +282,6 @@ def main(argv: list[str]) -> None:
     """``python -m kokoro_tvm_ext.model.compile OUT WEIGHTS TARGET_JSON LSTM_IMPL PRECISION FINGERPRINT``: the
     compile ``ensure_artifact`` runs in a child process when this one imported TVM runtime-only (a model
     loaded before another precision or target is compiled)."""
-    import json
-
-    from kokoro_tvm_ext.model.weights import load_kmodel
-
     out, weights, target, lstm_impl, precision, fingerprint = argv
     compile_kokoro(
         load_kmodel(weights),
