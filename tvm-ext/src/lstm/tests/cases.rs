@@ -357,21 +357,7 @@ fn timing_speaker_shape() {
         Err(_) => vec![1, 4, 11, 16],
     };
     for b in bs {
-        let case = Case::new(3, false, true, b, 160, 40, 256);
-        let data = make_data(&case, 7);
-        let w = weights(&case, &data);
-        let cfg = case.cfg();
-        let mut y = vec![0.0; b * 160 * 256];
-        let (mut hn, mut cn) = (vec![0.0; 3 * b * 256], vec![0.0; 3 * b * 256]);
-        let mut times = Vec::new();
-        let reps: usize = std::env::var("LSTM_REPS").map_or(23, |v| v.parse().unwrap());
-        for _ in 0..reps {
-            let start = std::time::Instant::now();
-            lstm_forward(&cfg, &data.x, None, None, &w, &mut y, &mut hn, &mut cn).unwrap();
-            times.push(start.elapsed().as_secs_f64() * 1e3);
-        }
-        let mut sorted = times[3..].to_vec();
-        sorted.sort_by(f64::total_cmp);
+        let sorted = forward_times(&Case::new(3, false, true, b, 160, 40, 256));
         println!(
             "I=40 H=256 3 layers B={b} T=160 on {} threads: min {:.2} median {:.2} ms",
             rayon::current_num_threads(),
@@ -418,21 +404,7 @@ fn timing_kokoro_shape() {
         Err(_) => vec![32, 128, 512],
     };
     for t in ts {
-        let case = Case::new(1, true, true, 1, t, 640, 256);
-        let data = make_data(&case, 7);
-        let w = weights(&case, &data);
-        let cfg = case.cfg();
-        let mut y = vec![0.0; t * 512];
-        let (mut hn, mut cn) = (vec![0.0; 512], vec![0.0; 512]);
-        let mut times = Vec::new();
-        let reps: usize = std::env::var("LSTM_REPS").map_or(23, |v| v.parse().unwrap());
-        for _ in 0..reps {
-            let start = std::time::Instant::now();
-            lstm_forward(&cfg, &data.x, None, None, &w, &mut y, &mut hn, &mut cn).unwrap();
-            times.push(start.elapsed().as_secs_f64() * 1e3);
-        }
-        let mut sorted = times[3..].to_vec();
-        sorted.sort_by(f64::total_cmp);
+        let sorted = forward_times(&Case::new(1, true, true, 1, t, 640, 256));
         println!(
             "I=640 H=256 bidir B=1 T={t}: min {:.2} p10 {:.2} median {:.2} ms",
             sorted[0],
@@ -440,4 +412,27 @@ fn timing_kokoro_shape() {
             sorted[sorted.len() / 2],
         );
     }
+}
+
+/// The timing tests' calls of `case` (`LSTM_REPS`, default 23), in ms, sorted,
+/// without the first three.
+fn forward_times(case: &Case) -> Vec<f64> {
+    let data = make_data(case, 7);
+    let w = weights(case, &data);
+    let cfg = case.cfg();
+    let d = cfg.directions();
+    let mut y = vec![0.0; case.b * case.t * d * case.h];
+    let mut hn = vec![0.0; case.layers * d * case.b * case.h];
+    let mut cn = hn.clone();
+    let reps: usize = std::env::var("LSTM_REPS").map_or(23, |v| v.parse().unwrap());
+    let mut times: Vec<f64> = (0..reps)
+        .map(|_| {
+            let start = std::time::Instant::now();
+            lstm_forward(&cfg, &data.x, None, None, &w, &mut y, &mut hn, &mut cn).unwrap();
+            start.elapsed().as_secs_f64() * 1e3
+        })
+        .skip(3)
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times
 }
