@@ -47,6 +47,7 @@ def test_a_runtime_only_process_compiles_in_a_child(tmp_path, kokoro_model, smal
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert not out["compiler"]  # the compiler never loaded in that process: its child compiled
+    assert "exporting the text stage" not in result.stderr  # quiet=True reaches the child
     artifact = Path(out["artifact"])
     assert artifact.parent == tmp_path / "cache" / "artifacts"
     tokens, style = np.arange(1, 9, dtype=np.int64), np.full((1, 256), 0.1, np.float32)

@@ -367,8 +367,9 @@ class _ChildCompile:
     def __init__(self, weights: Path):
         self.weights = weights
 
-    def run(self, out: Path, target, lstm_impl: str, precision: str, weights_fingerprint: str | None) -> None:
+    def run(self, out: Path, target, lstm_impl: str, precision: str, weights_fingerprint: str | None, quiet) -> None:
         argv = [str(out), str(self.weights), json.dumps(target), lstm_impl, precision, weights_fingerprint or ""]
+        argv.append("1" if quiet else "0")
         env = {**os.environ, "PYTHONWARNINGS": "ignore"}  # torch.export's notes, as an in-process compile hides them
         result = subprocess.run([sys.executable, "-m", "kokoro_tvm_ext.model.compile", *argv], env=env)
         if result.returncode != 0:
@@ -420,7 +421,7 @@ def _compile_into(
 
     with atomic_directory(out) as tmp:
         if isinstance(make_model, _ChildCompile):
-            make_model.run(tmp, target, lstm_impl, precision, weights_fingerprint)
+            make_model.run(tmp, target, lstm_impl, precision, weights_fingerprint, quiet)
             return
         compile_kokoro(
             make_model(),

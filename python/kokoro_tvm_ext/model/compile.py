@@ -279,10 +279,10 @@ def compile_kokoro(
 
 
 def main(argv: list[str]) -> None:
-    """``python -m kokoro_tvm_ext.model.compile OUT WEIGHTS TARGET_JSON LSTM_IMPL PRECISION FINGERPRINT``: the
-    compile ``ensure_artifact`` runs in a child process when this one imported TVM runtime-only (a model
+    """``python -m kokoro_tvm_ext.model.compile OUT WEIGHTS TARGET_JSON LSTM_IMPL PRECISION FINGERPRINT QUIET``:
+    the compile ``ensure_artifact`` runs in a child process when this one imported TVM runtime-only (a model
     loaded before another precision or target is compiled)."""
-    out, weights, target, lstm_impl, precision, fingerprint = argv
+    out, weights, target, lstm_impl, precision, fingerprint, quiet = argv
     compile_kokoro(
         load_kmodel(weights),
         out,
@@ -290,6 +290,7 @@ def main(argv: list[str]) -> None:
         lstm_impl=lstm_impl,
         precision=precision,
         weights_fingerprint=fingerprint or None,
+        quiet=quiet == "1",
     )
 
 
