@@ -26,6 +26,11 @@ pub(crate) enum Isa {
     /// AVX-512 (F, BW) with `VDPBF16PS`: bf16 dot products.
     #[cfg(target_arch = "x86_64")]
     Avx512Bf16,
+    /// AMX's int8 tiles (`TDPBSUD`, `TDPBUSD`) beside AVX512-VNNI, whose
+    /// packing and epilogue they share; Linux must grant the process the tile
+    /// state ([`amx_granted`]).
+    #[cfg(target_arch = "x86_64")]
+    AmxInt8,
     #[cfg(target_arch = "aarch64")]
     Neon,
     /// NEON's `SDOT` (FEAT_DotProd): int8 dot products.
@@ -83,6 +88,8 @@ impl Isa {
             "avx512vnni" => Isa::Avx512Vnni,
             #[cfg(target_arch = "x86_64")]
             "avx512bf16" => Isa::Avx512Bf16,
+            #[cfg(target_arch = "x86_64")]
+            "amx-int8" => Isa::AmxInt8,
             #[cfg(target_arch = "aarch64")]
             "neon" => Isa::Neon,
             #[cfg(target_arch = "aarch64")]
@@ -114,6 +121,8 @@ impl Isa {
                     && is_x86_feature_detected!("avx512bw")
                     && is_x86_feature_detected!("avx512bf16")
             }
+            #[cfg(target_arch = "x86_64")]
+            Isa::AmxInt8 => Isa::Avx512Vnni.detected() && amx_granted(),
             #[cfg(target_arch = "aarch64")]
             Isa::Neon => std::arch::is_aarch64_feature_detected!("neon"),
             #[cfg(target_arch = "aarch64")]
@@ -124,6 +133,50 @@ impl Isa {
             Isa::NeonBf16 => std::arch::is_aarch64_feature_detected!("bf16"),
         }
     }
+}
+
+/// Whether this process may run AMX tiles, asked once: the CPU has AMX-TILE
+/// and AMX-INT8 (CPUID leaf 7: EDX bits 24 and 25; `is_x86_feature_detected!`
+/// does not name them on stable Rust) and Linux (5.16 or later) grants the
+/// tile data state on `arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`,
+/// which every thread of the process then has. `KOKORO_TVM_EXT_NO_AMX=1`
+/// hides AMX alone (the int8 kernels then run AVX512-VNNI), to measure or
+/// test one against the other.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn amx_granted() -> bool {
+    static GRANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *GRANTED.get_or_init(|| {
+        if std::env::var("KOKORO_TVM_EXT_NO_AMX").is_ok_and(|v| !v.is_empty() && v != "0") {
+            return false;
+        }
+        // SAFETY: CPUID leaf 7 exists on every x86-64 CPU that runs AVX-512.
+        #[allow(unused_unsafe)]
+        let leaf = unsafe { std::arch::x86_64::__cpuid_count(7, 0) };
+        if leaf.edx & (1 << 24) == 0 || leaf.edx & (1 << 25) == 0 {
+            return false;
+        }
+        request_tile_state()
+    })
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn request_tile_state() -> bool {
+    const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
+    const XFEATURE_XTILEDATA: libc::c_long = 18;
+    // SAFETY: arch_prctl with these arguments only changes what the kernel lets
+    // this process's threads save; it reads and writes no memory of ours.
+    unsafe {
+        libc::syscall(
+            libc::SYS_arch_prctl,
+            ARCH_REQ_XCOMP_PERM,
+            XFEATURE_XTILEDATA,
+        ) == 0
+    }
+}
+
+#[cfg(all(target_arch = "x86_64", not(target_os = "linux")))]
+fn request_tile_state() -> bool {
+    false
 }
 
 #[cfg(test)]

@@ -83,6 +83,15 @@ pub const TABLE: &[MicroKernel] = &[
     MicroKernel {
         precision: "int8",
         arch: "x86_64",
+        isa: "amx-int8",
+        name: "AMX-INT8",
+        kernel: "gemm/int8/amx/x86.rs Hardware (TDPBSUD, TDPBUSD)",
+        tile: "32x32",
+        packing: "as AVX512-VNNI's; A re-laid per call into 16 x 64-byte tiles",
+    },
+    MicroKernel {
+        precision: "int8",
+        arch: "x86_64",
         isa: "avx512vnni",
         name: "AVX512-VNNI",
         kernel: "gemm/int8/x86.rs tile_vnni (VPDPBUSD)",

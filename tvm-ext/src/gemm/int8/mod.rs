@@ -52,6 +52,8 @@ use crate::isa::Isa;
 use crate::job::JobError;
 use crate::precision::{table, Precision};
 
+#[cfg(any(target_arch = "x86_64", test))]
+pub(crate) mod amx;
 #[cfg(target_arch = "aarch64")]
 mod arm;
 mod pack;
@@ -302,6 +304,12 @@ unsafe fn gemm_walk(
     parallel: bool,
     isa: Isa,
 ) -> Result<(), JobError> {
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::AmxInt8 {
+        return amx::gemm_walk::<amx::x86::Hardware>(
+            a, b, n, walk, signs, s, c, c_offset, ldc, accumulate, row_bias, parallel, isa,
+        );
+    }
     let (m, kq) = (a.rows, a.k.div_ceil(4));
     for_each_block(m.div_ceil(MR), n.div_ceil(NR), parallel, |is, js| {
         for j in js {
@@ -445,6 +453,25 @@ unsafe fn tile_portable(
             }
         }
     }
+    store_sums_portable(&sum, c, ldc, t, acc);
+}
+
+/// A tile's int32 sums (`sum[r]`: row `r`, its first `t.cols` columns)
+/// dequantized into C, in AVX-512 where `isa` has it (the same bits).
+///
+/// # Safety
+/// As [`tile`]'s `c`; `isa` runs here.
+unsafe fn store_sums(isa: Isa, sum: &[[i32; NR]], c: *mut f32, ldc: usize, t: &Tile, acc: bool) {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512Vnni | Isa::AmxInt8 => x86::store_sums_from(sum, c, ldc, t, acc),
+        _ => store_sums_portable(sum, c, ldc, t, acc),
+    }
+}
+
+/// The plain-Rust epilogue: a tile's int32 sums (row `r` of `sum`, its first
+/// `t.cols` columns) dequantized into C, as [`Tile`] says.
+unsafe fn store_sums_portable(sum: &[[i32; NR]], c: *mut f32, ldc: usize, t: &Tile, acc: bool) {
     for (r, row) in sum.iter().enumerate().take(t.rows) {
         let dst = std::slice::from_raw_parts_mut(c.add(r * ldc), t.cols);
         for (j, (d, &v)) in dst.iter_mut().zip(row).enumerate() {

@@ -7,6 +7,13 @@ use super::{MR, NR};
 use crate::isa::Isa;
 use crate::job::JobError;
 
+/// Whether the AVX-512 loops quantize and pack here: the int8 GEMM runs
+/// AVX512-VNNI (or AMX beside it).
+#[cfg(target_arch = "x86_64")]
+fn avx512() -> bool {
+    matches!(isa(), Isa::Avx512Vnni | Isa::AmxInt8)
+}
+
 /// Quads along an inner dimension of `k` elements.
 pub const fn quads(k: usize) -> usize {
     k.div_ceil(4)
@@ -70,7 +77,7 @@ impl Affine {
 /// The smallest and largest of `v` (`(0, 0)` when empty; NaN ignored).
 pub(crate) fn min_max(v: &[f32]) -> (f32, f32) {
     #[cfg(target_arch = "x86_64")]
-    if isa() == Isa::Avx512Vnni {
+    if avx512() {
         // SAFETY: AVX512-VNNI implies AVX-512F.
         return unsafe { super::x86::min_max_avx512(v) };
     }
@@ -102,7 +109,7 @@ pub(crate) fn pack_quad(
         )));
     }
     #[cfg(target_arch = "x86_64")]
-    if isa() == Isa::Avx512Vnni {
+    if avx512() {
         // SAFETY: AVX-512F/BW are present; lengths checked above.
         unsafe { super::x86::pack_quad_avx512(rows, n, quant, q, kq, width, dst) };
         return Ok(());
@@ -124,7 +131,7 @@ pub(crate) fn pack_quad(
 pub(crate) fn quantize_row(src: &[f32], quant: Affine, dst: &mut [u8]) {
     assert_eq!(src.len(), dst.len(), "quantize_row: lengths differ");
     #[cfg(target_arch = "x86_64")]
-    if isa() == Isa::Avx512Vnni {
+    if avx512() {
         // SAFETY: AVX512-VNNI implies AVX-512F/BW/VL (checked with it); lengths
         // checked above.
         unsafe { super::x86::quantize_row_avx512(src, quant, dst) };
@@ -143,7 +150,7 @@ pub(crate) fn interleave_quad(rows: [&[u8]; 4], dst: &mut [u32]) {
         "interleave_quad: lengths differ"
     );
     #[cfg(target_arch = "x86_64")]
-    if isa() == Isa::Avx512Vnni {
+    if avx512() {
         // SAFETY: AVX-512F/BW/VL are present; lengths checked above.
         unsafe { super::x86::interleave_quad_avx512(rows, dst) };
         return;

@@ -47,6 +47,19 @@ pub(super) unsafe fn tile_vnni<const A_U8: bool>(
             aq = aq.add(MR);
         }
     }
+    store_sums(&acc, c, ldc, t, accumulate);
+}
+
+/// The epilogue every x86 tile shares: a tile's int32 sums (`acc[r][h]`: row
+/// `r`, columns `16h..16h + 16`) dequantized into C, as [`super::Tile`] says.
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(super) unsafe fn store_sums(
+    acc: &[[__m512i; 2]; MR],
+    c: *mut f32,
+    ldc: usize,
+    t: &Tile,
+    accumulate: bool,
+) {
     let (m0, m1) = (mask(t.cols), mask(t.cols.saturating_sub(16)));
     let cs = [
         _mm512_maskz_loadu_ps(m0, t.col_scale.as_ptr()),
@@ -73,6 +86,25 @@ pub(super) unsafe fn tile_vnni<const A_U8: bool>(
             _mm512_mask_storeu_ps(dst, m, v);
         }
     }
+}
+
+/// [`store_sums`] for sums held in memory (the AMX tiles store theirs there).
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(super) unsafe fn store_sums_from(
+    sums: &[[i32; 32]],
+    c: *mut f32,
+    ldc: usize,
+    t: &Tile,
+    accumulate: bool,
+) {
+    let mut acc = [[_mm512_setzero_si512(); 2]; MR];
+    for (a, s) in acc.iter_mut().zip(sums) {
+        *a = [
+            _mm512_loadu_si512(s.as_ptr() as *const _),
+            _mm512_loadu_si512(s.as_ptr().add(16) as *const _),
+        ];
+    }
+    store_sums(&acc, c, ldc, t, accumulate);
 }
 
 /// [`super::min_max`], 16 lanes at a time.

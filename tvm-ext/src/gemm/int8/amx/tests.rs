@@ -1,0 +1,244 @@
+use super::model::Model;
+use super::*;
+use crate::gemm::int8::{PackedA, Scales};
+use crate::tensor::testing::Rng;
+
+/// One GEMM through the tile loop: A `m x (4 * taps * per_tap)` packed in
+/// MR-row panels, B read through a walk over a window of `quad_step`-word
+/// rows (a stride-1 convolution's; `taps == 1` with `quad_step == NR` is a
+/// plain packed B), and the product the test computes by hand.
+struct Case {
+    m: usize,
+    n: usize,
+    taps: usize,
+    per_tap: usize,
+    signs: Signs,
+}
+
+impl Case {
+    fn walk(&self) -> Walk {
+        let plain = self.taps == 1;
+        let row = if plain {
+            NR
+        } else {
+            self.n.div_ceil(NR) * NR + self.taps + 5
+        };
+        Walk {
+            panel_step: if plain { self.per_tap * NR } else { NR },
+            taps: self.taps,
+            per_tap: self.per_tap,
+            tap_step: 1,
+            quad_step: row,
+        }
+    }
+
+    /// Runs the loop on `T` and checks every element against the integer
+    /// product, dequantized as the epilogue does (the same f32 operations).
+    fn check<T: Tiles + Default>(&self, rng: &mut Rng, isa: Isa) {
+        let (m, n, walk) = (self.m, self.n, self.walk());
+        let kq = walk.taps * walk.per_tap;
+        let a_signed = self.signs == Signs::WeightsA;
+        let byte = |rng: &mut Rng, signed: bool| -> u8 {
+            if signed {
+                (rng.below(255) as i32 - 127) as i8 as u8
+            } else {
+                rng.below(256) as u8
+            }
+        };
+        let word = |rng: &mut Rng, signed: bool| {
+            u32::from_le_bytes(std::array::from_fn(|_| byte(rng, signed)))
+        };
+        let mut a = vec![0u32; m.div_ceil(MR) * kq * MR];
+        for i in 0..m {
+            for q in 0..kq {
+                a[((i / MR) * kq + q) * MR + i % MR] = word(rng, a_signed);
+            }
+        }
+        let b_len = (n.div_ceil(NR) - 1) * walk.panel_step + walk.reach();
+        let b: Vec<u32> = (0..b_len).map(|_| word(rng, !a_signed)).collect();
+        // B's quad q of column j, as the walk finds it.
+        let b_at = |q: usize, j: usize| {
+            let (t, cq) = (q / walk.per_tap, q % walk.per_tap);
+            b[(j / NR) * walk.panel_step + t * walk.tap_step + cq * walk.quad_step + j % NR]
+        };
+        let sign = |w: u32, signed: bool| {
+            w.to_le_bytes()
+                .map(|x| if signed { x as i8 as i32 } else { x as i32 })
+        };
+        let row_scale: Vec<f32> = (0..m).map(|_| 1e-3 * (1.5 + rng.next())).collect();
+        let col_scale: Vec<f32> = (0..n).map(|_| 1e-2 * (1.5 + rng.next())).collect();
+        let row_off: Vec<i32> = (0..m).map(|_| rng.below(3000) as i32 - 1500).collect();
+        let col_off: Vec<i32> = (0..n).map(|_| rng.below(256) as i32).collect();
+        let bias: Vec<f32> = rng.vec(m);
+        let ldc = n + 3;
+        for accumulate in [false, true] {
+            let init: Vec<f32> = rng.vec(m * ldc);
+            let mut c = init.clone();
+            let s = Scales {
+                row_scale: &row_scale,
+                row_off: &row_off,
+                col_scale: &col_scale,
+                col_off: &col_off,
+            };
+            let pa = PackedA {
+                data: &a,
+                rows: m,
+                k: 4 * kq,
+            };
+            unsafe {
+                let out = SharedMut::new(&mut c);
+                gemm_walk::<T>(
+                    pa,
+                    &b,
+                    n,
+                    walk,
+                    self.signs,
+                    s,
+                    out,
+                    0,
+                    ldc,
+                    accumulate,
+                    Some(&bias),
+                    true,
+                    isa,
+                )
+                .unwrap();
+            }
+            for i in 0..m {
+                for j in 0..ldc {
+                    let got = c[i * ldc + j];
+                    if j >= n {
+                        assert_eq!(
+                            got.to_bits(),
+                            init[i * ldc + j].to_bits(),
+                            "wrote past column {n}"
+                        );
+                        continue;
+                    }
+                    let mut sum = 0i32;
+                    for q in 0..kq {
+                        let (x, y) = (
+                            sign(a[((i / MR) * kq + q) * MR + i % MR], a_signed),
+                            sign(b_at(q, j), !a_signed),
+                        );
+                        sum += (0..4).map(|l| x[l] * y[l]).sum::<i32>();
+                    }
+                    let v = (sum - row_off[i] * col_off[j]) as f32 * (row_scale[i] * col_scale[j]);
+                    let want = if accumulate {
+                        init[i * ldc + j] + v
+                    } else {
+                        bias[i] + v
+                    };
+                    assert_eq!(
+                        got.to_bits(),
+                        want.to_bits(),
+                        "{m}x{n}, {} taps of {} quads, {:?}, acc={accumulate}, [{i},{j}]: {got} vs {want}",
+                        self.taps,
+                        self.per_tap,
+                        self.signs
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Shapes at every edge: rows not a multiple of 8 or 32, columns not of 16 or
+/// 32, a tap's quads not a multiple of 16 (the stage), one quad, many taps.
+const CASES: &[(usize, usize, usize, usize)] = &[
+    (1, 1, 1, 1),
+    (32, 32, 1, 16),
+    (33, 45, 1, 17),
+    (7, 70, 3, 5),
+    (40, 31, 7, 16),
+    (70, 100, 3, 40),
+    (16, 16, 11, 33),
+];
+
+/// The loop on the plain-Rust model of the tile instructions, on any CPU: the
+/// relaying of A, the stage, the edges and the epilogue give the integer
+/// product's bits.
+#[test]
+fn the_tile_loop_on_the_model_is_exact() {
+    let mut rng = Rng(5);
+    for &(m, n, taps, per_tap) in CASES {
+        for signs in [Signs::WeightsA, Signs::WeightsB] {
+            let case = Case {
+                m,
+                n,
+                taps,
+                per_tap,
+                signs,
+            };
+            case.check::<Model>(&mut rng, Isa::Portable);
+        }
+    }
+}
+
+/// The same on the CPU's AMX instructions, where it has them.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn the_tile_loop_on_amx_is_exact() {
+    if !Isa::AmxInt8.detected() {
+        eprintln!("no AMX-INT8 here (or KOKORO_TVM_EXT_NO_AMX): the model's test covers the loop");
+        return;
+    }
+    let mut rng = Rng(6);
+    for &(m, n, taps, per_tap) in CASES {
+        for signs in [Signs::WeightsA, Signs::WeightsB] {
+            let case = Case {
+                m,
+                n,
+                taps,
+                per_tap,
+                signs,
+            };
+            case.check::<super::x86::Hardware>(&mut rng, Isa::AmxInt8);
+        }
+    }
+}
+
+/// Each instruction against the model on the same random tiles: loads at a
+/// stride, both sign orders, sums that wrap.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn each_amx_instruction_computes_what_the_model_does() {
+    if !Isa::AmxInt8.detected() {
+        return;
+    }
+    let mut rng = Rng(7);
+    let words = |rng: &mut Rng, n: usize| -> Vec<u32> {
+        (0..n)
+            .map(|_| u32::from_le_bytes(std::array::from_fn(|_| rng.below(256) as u8)))
+            .collect()
+    };
+    for signs in [Signs::WeightsA, Signs::WeightsB] {
+        let (a, b) = (
+            words(&mut rng, 2 * TILE_WORDS),
+            words(&mut rng, 40 * TILE + TILE),
+        );
+        let mut got = [[0i32; NR]; ROWS];
+        let mut want = [[0i32; NR]; ROWS];
+        unsafe {
+            let mut hw = super::x86::Hardware;
+            let mut model = Model::default();
+            for (tiles, out) in [
+                (&mut hw as &mut dyn Tiles, &mut got),
+                (&mut model, &mut want),
+            ] {
+                tiles.start();
+                tiles.zero();
+                for _ in 0..3 {
+                    tiles.load_a(0, a.as_ptr());
+                    tiles.load_a(1, a[TILE_WORDS..].as_ptr());
+                    tiles.load_b(0, b.as_ptr(), 40);
+                    tiles.load_b(1, b[TILE..].as_ptr(), 40);
+                    tiles.multiply(signs);
+                }
+                tiles.store(out);
+                tiles.finish();
+            }
+        }
+        assert_eq!(got, want, "{signs:?}");
+    }
+}

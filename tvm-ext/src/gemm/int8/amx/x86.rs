@@ -1,0 +1,111 @@
+//! The AMX tile instructions, as inline assembly: Rust's AMX intrinsics and
+//! target features are unstable, and LLVM's assembler takes the mnemonics
+//! without them. The compiler never allocates tile registers, so they keep
+//! their values between the `asm!` blocks of one thread.
+use std::arch::asm;
+
+use super::{Tiles, ROWS, TILE};
+use crate::gemm::int8::{Signs, NR};
+
+/// Palette 1, every tile 16 rows of 64 bytes (LDTILECFG's 64-byte layout:
+/// byte 0 the palette, bytes 16-31 the bytes per row of tiles 0-7 as u16,
+/// bytes 48-55 their rows).
+#[repr(C, align(64))]
+struct Config([u8; 64]);
+
+const CONFIG: Config = {
+    let mut c = [0u8; 64];
+    c[0] = 1;
+    let mut t = 0;
+    while t < 8 {
+        c[16 + 2 * t] = 64;
+        c[48 + t] = TILE as u8;
+        t += 1;
+    }
+    Config(c)
+};
+
+/// The tiles of this thread; only where `Isa::AmxInt8` is detected (the
+/// process holds the tile state).
+#[derive(Default)]
+pub(crate) struct Hardware;
+
+impl Tiles for Hardware {
+    unsafe fn start(&mut self) {
+        asm!("ldtilecfg [{}]", in(reg) &CONFIG, options(nostack, readonly, preserves_flags));
+    }
+
+    unsafe fn zero(&mut self) {
+        asm!(
+            "tilezero tmm0",
+            "tilezero tmm1",
+            "tilezero tmm2",
+            "tilezero tmm3",
+            options(nostack, nomem, preserves_flags)
+        );
+    }
+
+    unsafe fn load_a(&mut self, h: usize, p: *const u32) {
+        let stride = 4 * TILE;
+        match h {
+            0 => {
+                asm!("tileloadd tmm4, [{}+{}]", in(reg) p, in(reg) stride, options(nostack, readonly, preserves_flags))
+            }
+            _ => {
+                asm!("tileloadd tmm5, [{}+{}]", in(reg) p, in(reg) stride, options(nostack, readonly, preserves_flags))
+            }
+        }
+    }
+
+    unsafe fn load_b(&mut self, v: usize, p: *const u32, stride: usize) {
+        let stride = 4 * stride;
+        match v {
+            0 => {
+                asm!("tileloadd tmm6, [{}+{}]", in(reg) p, in(reg) stride, options(nostack, readonly, preserves_flags))
+            }
+            _ => {
+                asm!("tileloadd tmm7, [{}+{}]", in(reg) p, in(reg) stride, options(nostack, readonly, preserves_flags))
+            }
+        }
+    }
+
+    unsafe fn multiply(&mut self, signs: Signs) {
+        match signs {
+            Signs::WeightsA => asm!(
+                "tdpbsud tmm0, tmm4, tmm6",
+                "tdpbsud tmm1, tmm4, tmm7",
+                "tdpbsud tmm2, tmm5, tmm6",
+                "tdpbsud tmm3, tmm5, tmm7",
+                options(nostack, nomem, preserves_flags)
+            ),
+            Signs::WeightsB => asm!(
+                "tdpbusd tmm0, tmm4, tmm6",
+                "tdpbusd tmm1, tmm4, tmm7",
+                "tdpbusd tmm2, tmm5, tmm6",
+                "tdpbusd tmm3, tmm5, tmm7",
+                options(nostack, nomem, preserves_flags)
+            ),
+        }
+    }
+
+    unsafe fn store(&mut self, sums: &mut [[i32; NR]; ROWS]) {
+        let (p, stride) = (sums.as_mut_ptr() as *mut i32, 4 * NR);
+        let (lower, right) = (p.add(TILE * NR), TILE);
+        asm!(
+            "tilestored [{p}+{s}], tmm0",
+            "tilestored [{r}+{s}], tmm1",
+            "tilestored [{l}+{s}], tmm2",
+            "tilestored [{lr}+{s}], tmm3",
+            p = in(reg) p,
+            r = in(reg) p.add(right),
+            l = in(reg) lower,
+            lr = in(reg) lower.add(right),
+            s = in(reg) stride,
+            options(nostack, preserves_flags)
+        );
+    }
+
+    unsafe fn finish(&mut self) {
+        asm!("tilerelease", options(nostack, nomem, preserves_flags));
+    }
+}
