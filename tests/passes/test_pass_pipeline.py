@@ -37,6 +37,9 @@ def test_the_plugin_passes_in_order():
         "DeadCodeElimination",
     ]
     assert "PackWeightsBF16" not in _names(plugin_passes())
+    # bf16 on AMX tiles takes Winograd's calls too; fp32 keeps Winograd on any CPU.
+    assert "PackWeightsWinograd" not in _names(plugin_passes(precision="bf16", bf16_tiles=True))
+    assert "PackWeightsWinograd" in _names(plugin_passes(bf16_tiles=True))
     assert _names(plugin_passes(use_kernels=False)) == [
         "RemoveNoOpCopies",
         "ExpandSmallPowers",
@@ -116,3 +119,14 @@ def test_masked_softmax_built_by_name_matches_numpy(softmax_vm, n):
     np.testing.assert_allclose(s, e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(t, q.transpose(0, 2, 1, 3) * np.float32(0.125))
     np.testing.assert_array_equal(w, v + 1)
+
+
+def test_bf16_tiles_are_the_cpus_that_llvm_says_have_amx_bf16():
+    """Against LLVM's CPU tables: Sapphire and Emerald Rapids have AMX-BF16; Zen 4 (AVX512-BF16 without
+    AMX), Cascade Lake, a generic x86 and an Arm CPU do not."""
+    from kokoro_tvm_ext.plugin.passes.pipeline import has_bf16_tiles
+
+    for cpu, want in [("sapphirerapids", True), ("emeraldrapids", True), ("znver4", False), ("cascadelake", False)]:
+        assert has_bf16_tiles(tvm.target.Target({"kind": "llvm", "mcpu": cpu})) is want, cpu
+    assert not has_bf16_tiles(tvm.target.Target({"kind": "llvm"}))
+    assert not has_bf16_tiles(tvm.target.Target({"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "cortex-a76"}))

@@ -31,6 +31,9 @@ pub(crate) enum Isa {
     /// state ([`amx_granted`]).
     #[cfg(target_arch = "x86_64")]
     AmxInt8,
+    /// AMX's bf16 tiles (`TDPBF16PS`) beside AVX512-BF16, likewise.
+    #[cfg(target_arch = "x86_64")]
+    AmxBf16,
     #[cfg(target_arch = "aarch64")]
     Neon,
     /// NEON's `SDOT` (FEAT_DotProd): int8 dot products.
@@ -90,6 +93,8 @@ impl Isa {
             "avx512bf16" => Isa::Avx512Bf16,
             #[cfg(target_arch = "x86_64")]
             "amx-int8" => Isa::AmxInt8,
+            #[cfg(target_arch = "x86_64")]
+            "amx-bf16" => Isa::AmxBf16,
             #[cfg(target_arch = "aarch64")]
             "neon" => Isa::Neon,
             #[cfg(target_arch = "aarch64")]
@@ -122,7 +127,9 @@ impl Isa {
                     && is_x86_feature_detected!("avx512bf16")
             }
             #[cfg(target_arch = "x86_64")]
-            Isa::AmxInt8 => Isa::Avx512Vnni.detected() && amx_granted(),
+            Isa::AmxInt8 => Isa::Avx512Vnni.detected() && amx_granted(AMX_INT8),
+            #[cfg(target_arch = "x86_64")]
+            Isa::AmxBf16 => Isa::Avx512Bf16.detected() && amx_granted(AMX_BF16),
             #[cfg(target_arch = "aarch64")]
             Isa::Neon => std::arch::is_aarch64_feature_detected!("neon"),
             #[cfg(target_arch = "aarch64")]
@@ -135,28 +142,34 @@ impl Isa {
     }
 }
 
-/// Whether this process may run AMX tiles, asked once: the CPU has AMX-TILE
-/// and AMX-INT8 (CPUID leaf 7: EDX bits 24 and 25; `is_x86_feature_detected!`
-/// does not name them on stable Rust) and Linux (5.16 or later) grants the
-/// tile data state on `arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`,
-/// which every thread of the process then has. `KOKORO_TVM_EXT_NO_AMX=1`
-/// hides AMX alone (the int8 kernels then run AVX512-VNNI), to measure or
-/// test one against the other.
+/// CPUID leaf 7's EDX bits of AMX-TILE, AMX-INT8 and AMX-BF16.
 #[cfg(target_arch = "x86_64")]
-pub(crate) fn amx_granted() -> bool {
-    static GRANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *GRANTED.get_or_init(|| {
+const AMX_TILE: u32 = 1 << 24;
+#[cfg(target_arch = "x86_64")]
+const AMX_INT8: u32 = 1 << 25;
+#[cfg(target_arch = "x86_64")]
+const AMX_BF16: u32 = 1 << 22;
+
+/// Whether this process may run AMX tiles with the products of `bit`: the CPU
+/// has AMX-TILE and them (CPUID leaf 7, EDX; `is_x86_feature_detected!` does
+/// not name them on stable Rust) and Linux (5.16 or later) grants the tile
+/// data state on `arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`, asked
+/// once, which every thread of the process then has. `KOKORO_TVM_EXT_NO_AMX=1`
+/// hides AMX alone (the kernels then run AVX512-VNNI and AVX512-BF16), to
+/// measure or test one against the other.
+#[cfg(target_arch = "x86_64")]
+fn amx_granted(bit: u32) -> bool {
+    static GRANTED: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    let edx = GRANTED.get_or_init(|| {
         if std::env::var("KOKORO_TVM_EXT_NO_AMX").is_ok_and(|v| !v.is_empty() && v != "0") {
-            return false;
+            return None;
         }
         // SAFETY: CPUID leaf 7 exists on every x86-64 CPU that runs AVX-512.
         #[allow(unused_unsafe)]
-        let leaf = unsafe { std::arch::x86_64::__cpuid_count(7, 0) };
-        if leaf.edx & (1 << 24) == 0 || leaf.edx & (1 << 25) == 0 {
-            return false;
-        }
-        request_tile_state()
-    })
+        let edx = unsafe { std::arch::x86_64::__cpuid_count(7, 0) }.edx;
+        (edx & AMX_TILE != 0 && request_tile_state()).then_some(edx)
+    });
+    edx.is_some_and(|edx| edx & bit != 0)
 }
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]

@@ -229,7 +229,7 @@ fn run_row(isa: Isa, x: &[f32], y: &mut [f32], p: &RowParams, act: Activation) {
     match isa {
         // SAFETY: the features were detected at run time.
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 | Isa::Avx512Vnni | Isa::Avx512Bf16 | Isa::AmxInt8 => unsafe {
+        Isa::Avx512 | Isa::Avx512Vnni | Isa::Avx512Bf16 | Isa::AmxInt8 | Isa::AmxBf16 => unsafe {
             x86::row_avx512(x, y, p, act)
         },
         #[cfg(target_arch = "x86_64")]

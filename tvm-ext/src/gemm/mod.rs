@@ -17,6 +17,8 @@ use crate::precision::Precision;
 use crate::tensor::{expect_shape, input};
 use packed::Kind;
 
+#[cfg(any(target_arch = "x86_64", test))]
+pub(crate) mod amx;
 pub mod bf16;
 pub mod int8;
 pub(crate) mod packed;

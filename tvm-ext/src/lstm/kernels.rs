@@ -33,7 +33,7 @@ pub(super) fn recurrent_matmul(
     let panels = width / NB;
     match isa {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 | Isa::Avx512Vnni | Isa::Avx512Bf16 | Isa::AmxInt8 => {
+        Isa::Avx512 | Isa::Avx512Vnni | Isa::Avx512Bf16 | Isa::AmxInt8 | Isa::AmxBf16 => {
             let w = pack.as_ptr();
             let o = out.as_mut_ptr();
             // SAFETY: avx512f was detected; lengths were asserted above.
@@ -171,7 +171,7 @@ pub(super) fn cell(isa: Isa, g: &[f32], c: &mut [f32], h: &mut [f32]) {
     match isa {
         // SAFETY: the instruction sets were detected before `isa` was chosen.
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 | Isa::Avx512Vnni | Isa::Avx512Bf16 | Isa::AmxInt8 => unsafe {
+        Isa::Avx512 | Isa::Avx512Vnni | Isa::Avx512Bf16 | Isa::AmxInt8 | Isa::AmxBf16 => unsafe {
             avx512::cell(g, c, h)
         },
         #[cfg(target_arch = "x86_64")]

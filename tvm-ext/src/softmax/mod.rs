@@ -64,9 +64,11 @@ pub(crate) fn softmax_rows(x: &[f32], y: &mut [f32], n: usize, isa: Isa) {
                 match isa {
                     // SAFETY: `Isa::best()` and `Isa::available()` only name sets this CPU runs.
                     #[cfg(target_arch = "x86_64")]
-                    Isa::Avx512 | Isa::Avx512Vnni | Isa::Avx512Bf16 | Isa::AmxInt8 => unsafe {
-                        x86::row_avx512(xr, yr)
-                    },
+                    Isa::Avx512
+                    | Isa::Avx512Vnni
+                    | Isa::Avx512Bf16
+                    | Isa::AmxInt8
+                    | Isa::AmxBf16 => unsafe { x86::row_avx512(xr, yr) },
                     #[cfg(target_arch = "x86_64")]
                     Isa::Avx2 => unsafe { x86::row_avx2(xr, yr) },
                     #[cfg(target_arch = "aarch64")]

@@ -19,7 +19,7 @@ pub(super) fn run_job(
     match isa {
         // SAFETY: the features were detected at run time.
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 | Isa::Avx512Vnni | Isa::Avx512Bf16 | Isa::AmxInt8 => unsafe {
+        Isa::Avx512 | Isa::Avx512Vnni | Isa::Avx512Bf16 | Isa::AmxInt8 | Isa::AmxBf16 => unsafe {
             super::x86::avx512(call, job, s, par)
         },
         #[cfg(target_arch = "x86_64")]

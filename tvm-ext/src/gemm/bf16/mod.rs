@@ -37,6 +37,8 @@
 //! unpacked to f32 where bf16 is not native).
 use tvm_ffi::TensorView;
 
+#[cfg(any(target_arch = "x86_64", test))]
+use crate::gemm::amx;
 use crate::gemm::packed::{self, check_operands, for_each_block};
 use crate::gemm::SharedMut;
 use crate::isa::Isa;
@@ -181,6 +183,10 @@ pub(crate) unsafe fn gemm_bf16_shared(
     if !check_operands(&a, &b, usize::MAX, &c, c_offset, ldc)? {
         return Ok(());
     }
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::AmxBf16 {
+        return gemm_tiles::<amx::x86::Hardware>(a, b, c, c_offset, ldc, accumulate, parallel);
+    }
     let kp = pairs(a.k);
     for_each_block(m.div_ceil(MR), n.div_ceil(NR), parallel, |is, js| {
         for k0 in (0..kp.max(1)).step_by(KC) {
@@ -201,6 +207,48 @@ pub(crate) unsafe fn gemm_bf16_shared(
         }
         Ok(())
     })
+}
+
+/// [`gemm_bf16_shared`] on AMX-style tiles (`T`: the CPU's, or the plain-Rust
+/// model in tests): the shared tile loop (`gemm/amx/`), the f32 sums added or stored.
+///
+/// # Safety
+/// As [`gemm_bf16_shared`], the operands checked; `T` runs on this CPU.
+#[cfg(any(target_arch = "x86_64", test))]
+pub(crate) unsafe fn gemm_tiles<T: amx::Tiles + Default>(
+    a: PackedA,
+    b: PackedB,
+    c: SharedMut,
+    c_offset: usize,
+    ldc: usize,
+    accumulate: bool,
+    parallel: bool,
+) -> Result<(), JobError> {
+    let (m, n, kp) = (a.rows, b.cols, pairs(a.k));
+    let walk = crate::gemm::int8::Walk::panels(kp);
+    amx::gemm::<T>(
+        a.data,
+        m,
+        b.data,
+        n,
+        walk,
+        amx::Dot::Bf16,
+        parallel,
+        |sums, i, j| {
+            let (rows, cols) = (MR.min(m - i * MR), NR.min(n - j * NR));
+            for (r, row) in sums.iter().enumerate().take(rows) {
+                // Row r of the tile, inside the block checked by the caller.
+                let dst = std::slice::from_raw_parts_mut(
+                    c.ptr_at(c_offset + (i * MR + r) * ldc + j * NR),
+                    cols,
+                );
+                for (d, &v) in dst.iter_mut().zip(row) {
+                    let v = f32::from_bits(v);
+                    *d = if accumulate { *d + v } else { v };
+                }
+            }
+        },
+    )
 }
 
 /// One `rows x cols` tile (`rows <= MR`, `cols <= NR`) over `kq` pairs.

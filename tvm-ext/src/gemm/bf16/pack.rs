@@ -153,7 +153,7 @@ pub(crate) fn pack_pair(
         )));
     }
     #[cfg(target_arch = "x86_64")]
-    if isa() == Isa::Avx512Bf16 {
+    if matches!(isa(), Isa::Avx512Bf16 | Isa::AmxBf16) {
         // SAFETY: AVX512-BF16 (and so AVX-512F/BW) is present; lengths checked above.
         unsafe { super::x86::pack_pair_native(lo, hi, q, kp, width, dst) };
         return Ok(());

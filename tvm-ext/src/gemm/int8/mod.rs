@@ -46,14 +46,14 @@
 //! to f32 where the int8 instructions are missing).
 use tvm_ffi::TensorView;
 
+#[cfg(any(target_arch = "x86_64", test))]
+use crate::gemm::amx;
 use crate::gemm::packed::{self, check_block, check_operands, for_each_block};
 use crate::gemm::SharedMut;
 use crate::isa::Isa;
 use crate::job::JobError;
 use crate::precision::{table, Precision};
 
-#[cfg(any(target_arch = "x86_64", test))]
-pub(crate) mod amx;
 #[cfg(target_arch = "aarch64")]
 mod arm;
 mod pack;
@@ -207,7 +207,7 @@ impl Walk {
 
     /// Words from a panel's start to one past its last quad's last word
     /// (none without quads: an empty inner dimension reads nothing).
-    fn reach(&self) -> usize {
+    pub(crate) fn reach(&self) -> usize {
         if self.taps == 0 || self.per_tap == 0 {
             return 0;
         }
@@ -306,33 +306,66 @@ unsafe fn gemm_walk(
 ) -> Result<(), JobError> {
     #[cfg(target_arch = "x86_64")]
     if isa == Isa::AmxInt8 {
-        return amx::gemm_walk::<amx::x86::Hardware>(
+        return gemm_walk_tiles::<amx::x86::Hardware>(
             a, b, n, walk, signs, s, c, c_offset, ldc, accumulate, row_bias, parallel, isa,
         );
     }
     let (m, kq) = (a.rows, a.k.div_ceil(4));
     for_each_block(m.div_ceil(MR), n.div_ceil(NR), parallel, |is, js| {
         for j in js {
-            let cols = NR.min(n - j * NR);
             let bp = &b[j * walk.panel_step..][..walk.reach()];
             for i in is.clone() {
-                let rows = MR.min(m - i * MR);
                 let ap = &a.data[i * kq * MR..][..kq * MR];
-                let t = Tile {
-                    rows,
-                    cols,
-                    row_scale: &s.row_scale[i * MR..][..rows],
-                    row_off: &s.row_off[i * MR..][..rows],
-                    col_scale: &s.col_scale[j * NR..][..cols],
-                    col_off: &s.col_off[j * NR..][..cols],
-                    row_bias: row_bias.map(|b| &b[i * MR..][..rows]),
-                };
+                let t = Tile::at(&s, row_bias, m, n, i, j);
                 // The tile's rows, each `cols` long, inside the block checked above.
                 let cp = c.ptr_at(c_offset + i * MR * ldc + j * NR);
                 tile(isa, signs, &walk, ap, bp, cp, ldc, &t, accumulate);
             }
         }
         Ok(())
+    })
+}
+
+/// [`gemm_walk`] on AMX-style tiles (`T`: the CPU's, or the plain-Rust model
+/// in tests): the shared tile loop (`gemm/amx/`), this GEMM's epilogue.
+///
+/// # Safety
+/// As [`gemm_walk`]; `T` runs on this CPU, `isa` picks the epilogue.
+#[cfg(any(target_arch = "x86_64", test))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn gemm_walk_tiles<T: amx::Tiles + Default>(
+    a: PackedA,
+    b: &[u32],
+    n: usize,
+    walk: Walk,
+    signs: Signs,
+    s: Scales,
+    c: SharedMut,
+    c_offset: usize,
+    ldc: usize,
+    accumulate: bool,
+    row_bias: Option<&[f32]>,
+    parallel: bool,
+    isa: Isa,
+) -> Result<(), JobError> {
+    let dot = match signs {
+        Signs::WeightsA => amx::Dot::SignedUnsigned,
+        Signs::WeightsB => amx::Dot::UnsignedSigned,
+    };
+    let m = a.rows;
+    amx::gemm::<T>(a.data, m, b, n, walk, dot, parallel, |sums, i, j| {
+        // The int32 sums, as the bits the tiles stored.
+        let sums = std::slice::from_raw_parts(sums.as_ptr() as *const [i32; NR], sums.len());
+        let t = Tile::at(&s, row_bias, m, n, i, j);
+        // Panel i's rows of block j, inside the block the callers checked.
+        store_sums(
+            isa,
+            sums,
+            c.ptr_at(c_offset + i * MR * ldc + j * NR),
+            ldc,
+            &t,
+            accumulate,
+        );
     })
 }
 
@@ -361,6 +394,29 @@ pub(crate) struct Tile<'a> {
     pub col_off: &'a [i32],
     /// Added to each row's dequantized sums where the tile does not accumulate.
     pub row_bias: Option<&'a [f32]>,
+}
+
+impl<'a> Tile<'a> {
+    /// The tile of row panel `i` and column panel `j` of an `m x n` product.
+    fn at(
+        s: &Scales<'a>,
+        row_bias: Option<&'a [f32]>,
+        m: usize,
+        n: usize,
+        i: usize,
+        j: usize,
+    ) -> Self {
+        let (rows, cols) = (MR.min(m - i * MR), NR.min(n - j * NR));
+        Tile {
+            rows,
+            cols,
+            row_scale: &s.row_scale[i * MR..][..rows],
+            row_off: &s.row_off[i * MR..][..rows],
+            col_scale: &s.col_scale[j * NR..][..cols],
+            col_off: &s.col_off[j * NR..][..cols],
+            row_bias: row_bias.map(|b| &b[i * MR..][..rows]),
+        }
+    }
 }
 
 /// One `rows x cols` tile (`rows <= MR`, `cols <= NR`) over the quads of `walk`.

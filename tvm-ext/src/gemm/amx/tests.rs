@@ -1,9 +1,12 @@
 use super::model::Model;
 use super::*;
-use crate::gemm::int8::{PackedA, Scales};
+use crate::gemm::bf16;
+use crate::gemm::int8::{gemm_walk_tiles, PackedA, Scales, Signs};
+use crate::gemm::SharedMut;
+use crate::isa::Isa;
 use crate::tensor::testing::Rng;
 
-/// One GEMM through the tile loop: A `m x (4 * taps * per_tap)` packed in
+/// One int8 GEMM through the tile loop: A `m x (4 * taps * per_tap)` packed in
 /// MR-row panels, B read through a walk over a window of `quad_step`-word
 /// rows (a stride-1 convolution's; `taps == 1` with `quad_step == NR` is a
 /// plain packed B), and the product the test computes by hand.
@@ -87,7 +90,7 @@ impl Case {
             };
             unsafe {
                 let out = SharedMut::new(&mut c);
-                gemm_walk::<T>(
+                gemm_walk_tiles::<T>(
                     pa,
                     &b,
                     n,
@@ -144,7 +147,7 @@ impl Case {
 }
 
 /// Shapes at every edge: rows not a multiple of 8 or 32, columns not of 16 or
-/// 32, a tap's quads not a multiple of 16 (the stage), one quad, many taps.
+/// 32, a tap's words not a multiple of 16 (the stage), one word, many taps.
 const CASES: &[(usize, usize, usize, usize)] = &[
     (1, 1, 1, 1),
     (32, 32, 1, 16),
@@ -155,12 +158,8 @@ const CASES: &[(usize, usize, usize, usize)] = &[
     (16, 16, 11, 33),
 ];
 
-/// The loop on the plain-Rust model of the tile instructions, on any CPU: the
-/// relaying of A, the stage, the edges and the epilogue give the integer
-/// product's bits.
-#[test]
-fn the_tile_loop_on_the_model_is_exact() {
-    let mut rng = Rng(5);
+fn check_int8<T: Tiles + Default>(seed: u64, isa: Isa) {
+    let mut rng = Rng(seed);
     for &(m, n, taps, per_tap) in CASES {
         for signs in [Signs::WeightsA, Signs::WeightsB] {
             let case = Case {
@@ -170,55 +169,129 @@ fn the_tile_loop_on_the_model_is_exact() {
                 per_tap,
                 signs,
             };
-            case.check::<Model>(&mut rng, Isa::Portable);
+            case.check::<T>(&mut rng, isa);
         }
     }
+}
+
+/// A bf16 GEMM through the tile loop against the f64 product of the same
+/// bf16 values, within f32 accumulation's error (`k` products summed in an
+/// order of the tiles' own), with and without accumulating into C.
+fn check_bf16<T: Tiles + Default>(seed: u64) {
+    let mut rng = Rng(seed);
+    for &(m, n, _, k) in CASES {
+        let k = 2 * k + 1; // odd: the last pair half empty
+        let a: Vec<f32> = rng
+            .vec(m * k)
+            .iter()
+            .map(|&v| bf16::round_bf16(v))
+            .collect();
+        let b: Vec<f32> = rng
+            .vec(k * n)
+            .iter()
+            .map(|&v| bf16::round_bf16(v))
+            .collect();
+        let mut pa = vec![0u32; bf16::PackedA::len(m, k)];
+        let mut pb = vec![0u32; bf16::PackedB::len(k, n)];
+        bf16::pack_a(m, k, |i, l| a[i * k + l], &mut pa).unwrap();
+        bf16::pack_b(k, n, |l, j| b[l * n + j], &mut pb).unwrap();
+        let (pa, pb) = (
+            bf16::PackedA {
+                data: &pa,
+                rows: m,
+                k,
+            },
+            bf16::PackedB {
+                data: &pb,
+                cols: n,
+                k,
+            },
+        );
+        for accumulate in [false, true] {
+            let init = rng.vec(m * n);
+            let mut c = init.clone();
+            unsafe {
+                bf16::gemm_tiles::<T>(pa, pb, SharedMut::new(&mut c), 0, n, accumulate, true)
+                    .unwrap();
+            }
+            for i in 0..m {
+                for j in 0..n {
+                    let (mut want, mut mag) = (
+                        if accumulate {
+                            init[i * n + j] as f64
+                        } else {
+                            0.0
+                        },
+                        0.0,
+                    );
+                    for l in 0..k {
+                        let p = a[i * k + l] as f64 * b[l * n + j] as f64;
+                        want += p;
+                        mag += p.abs();
+                    }
+                    let got = c[i * n + j] as f64;
+                    let tol = 1e-6 * (k as f64 + 2.0) * (mag + 1.0);
+                    assert!(
+                        (got - want).abs() <= tol,
+                        "{m}x{k}x{n} acc={accumulate} [{i},{j}]: {got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The loop on the plain-Rust model of the tile instructions, on any CPU: the
+/// relaying of A, the stage, the edges and the int8 epilogue give the integer
+/// product's bits; bf16 gives the product within f32 rounding.
+#[test]
+fn the_tile_loop_on_the_model_is_exact() {
+    check_int8::<Model>(5, Isa::Portable);
+    check_bf16::<Model>(8);
 }
 
 /// The same on the CPU's AMX instructions, where it has them.
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn the_tile_loop_on_amx_is_exact() {
-    if !Isa::AmxInt8.detected() {
-        eprintln!("no AMX-INT8 here (or KOKORO_TVM_EXT_NO_AMX): the model's test covers the loop");
-        return;
+    if Isa::AmxInt8.detected() {
+        check_int8::<super::x86::Hardware>(6, Isa::AmxInt8);
     }
-    let mut rng = Rng(6);
-    for &(m, n, taps, per_tap) in CASES {
-        for signs in [Signs::WeightsA, Signs::WeightsB] {
-            let case = Case {
-                m,
-                n,
-                taps,
-                per_tap,
-                signs,
-            };
-            case.check::<super::x86::Hardware>(&mut rng, Isa::AmxInt8);
-        }
+    if Isa::AmxBf16.detected() {
+        check_bf16::<super::x86::Hardware>(9);
+    }
+    if !Isa::AmxInt8.detected() && !Isa::AmxBf16.detected() {
+        eprintln!("no AMX here (or KOKORO_TVM_EXT_NO_AMX): the model's test covers the loop");
     }
 }
 
-/// Each instruction against the model on the same random tiles: loads at a
-/// stride, both sign orders, sums that wrap.
+/// Each product against the model on the same random tiles (loads at a
+/// stride, three steps): the int8 ones bit for bit (sums that wrap), bf16
+/// within f32 rounding of the sums' magnitudes.
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn each_amx_instruction_computes_what_the_model_does() {
-    if !Isa::AmxInt8.detected() {
-        return;
-    }
     let mut rng = Rng(7);
-    let words = |rng: &mut Rng, n: usize| -> Vec<u32> {
-        (0..n)
-            .map(|_| u32::from_le_bytes(std::array::from_fn(|_| rng.below(256) as u8)))
-            .collect()
-    };
-    for signs in [Signs::WeightsA, Signs::WeightsB] {
-        let (a, b) = (
-            words(&mut rng, 2 * TILE_WORDS),
-            words(&mut rng, 40 * TILE + TILE),
-        );
-        let mut got = [[0i32; NR]; ROWS];
-        let mut want = [[0i32; NR]; ROWS];
+    for dot in [Dot::SignedUnsigned, Dot::UnsignedSigned, Dot::Bf16] {
+        let isa = if dot == Dot::Bf16 {
+            Isa::AmxBf16
+        } else {
+            Isa::AmxInt8
+        };
+        if !isa.detected() {
+            continue;
+        }
+        // Bf16 pairs of values near 1 (random bits would be NaNs and infinities).
+        let word = |rng: &mut Rng| match dot {
+            Dot::Bf16 => {
+                bf16::to_bf16(rng.next()) as u32 | (bf16::to_bf16(rng.next()) as u32) << 16
+            }
+            _ => u32::from_le_bytes(std::array::from_fn(|_| rng.below(256) as u8)),
+        };
+        let a: Vec<u32> = (0..2 * TILE_WORDS).map(|_| word(&mut rng)).collect();
+        let b: Vec<u32> = (0..40 * TILE + TILE).map(|_| word(&mut rng)).collect();
+        let mut got: Sums = [[0; NR]; ROWS];
+        let mut want: Sums = [[0; NR]; ROWS];
         unsafe {
             let mut hw = super::x86::Hardware;
             let mut model = Model::default();
@@ -233,12 +306,19 @@ fn each_amx_instruction_computes_what_the_model_does() {
                     tiles.load_a(1, a[TILE_WORDS..].as_ptr());
                     tiles.load_b(0, b.as_ptr(), 40);
                     tiles.load_b(1, b[TILE..].as_ptr(), 40);
-                    tiles.multiply(signs);
+                    tiles.multiply(dot);
                 }
                 tiles.store(out);
                 tiles.finish();
             }
         }
-        assert_eq!(got, want, "{signs:?}");
+        if dot == Dot::Bf16 {
+            for (g, w) in got.iter().flatten().zip(want.iter().flatten()) {
+                let (g, w) = (f32::from_bits(*g), f32::from_bits(*w));
+                assert!((g - w).abs() <= 1e-5 * 96.0, "{dot:?}: {g} vs {w}");
+            }
+        } else {
+            assert_eq!(got, want, "{dot:?}");
+        }
     }
 }

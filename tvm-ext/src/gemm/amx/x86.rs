@@ -4,8 +4,8 @@
 //! their values between the `asm!` blocks of one thread.
 use std::arch::asm;
 
-use super::{Tiles, ROWS, TILE};
-use crate::gemm::int8::{Signs, NR};
+use super::{Dot, Sums, Tiles, TILE};
+use crate::gemm::packed::NR;
 
 /// Palette 1, every tile 16 rows of 64 bytes (LDTILECFG's 64-byte layout:
 /// byte 0 the palette, bytes 16-31 the bytes per row of tiles 0-7 as u16,
@@ -25,8 +25,8 @@ const CONFIG: Config = {
     Config(c)
 };
 
-/// The tiles of this thread; only where `Isa::AmxInt8` is detected (the
-/// process holds the tile state).
+/// The tiles of this thread; only where `Isa::AmxInt8` (for the int8
+/// products) or `Isa::AmxBf16` (for bf16) is detected: the process holds the tile state.
 #[derive(Default)]
 pub(crate) struct Hardware;
 
@@ -69,27 +69,34 @@ impl Tiles for Hardware {
         }
     }
 
-    unsafe fn multiply(&mut self, signs: Signs) {
-        match signs {
-            Signs::WeightsA => asm!(
+    unsafe fn multiply(&mut self, dot: Dot) {
+        match dot {
+            Dot::SignedUnsigned => asm!(
                 "tdpbsud tmm0, tmm4, tmm6",
                 "tdpbsud tmm1, tmm4, tmm7",
                 "tdpbsud tmm2, tmm5, tmm6",
                 "tdpbsud tmm3, tmm5, tmm7",
                 options(nostack, nomem, preserves_flags)
             ),
-            Signs::WeightsB => asm!(
+            Dot::UnsignedSigned => asm!(
                 "tdpbusd tmm0, tmm4, tmm6",
                 "tdpbusd tmm1, tmm4, tmm7",
                 "tdpbusd tmm2, tmm5, tmm6",
                 "tdpbusd tmm3, tmm5, tmm7",
                 options(nostack, nomem, preserves_flags)
             ),
+            Dot::Bf16 => asm!(
+                "tdpbf16ps tmm0, tmm4, tmm6",
+                "tdpbf16ps tmm1, tmm4, tmm7",
+                "tdpbf16ps tmm2, tmm5, tmm6",
+                "tdpbf16ps tmm3, tmm5, tmm7",
+                options(nostack, nomem, preserves_flags)
+            ),
         }
     }
 
-    unsafe fn store(&mut self, sums: &mut [[i32; NR]; ROWS]) {
-        let (p, stride) = (sums.as_mut_ptr() as *mut i32, 4 * NR);
+    unsafe fn store(&mut self, sums: &mut Sums) {
+        let (p, stride) = (sums.as_mut_ptr() as *mut u32, 4 * NR);
         let (lower, right) = (p.add(TILE * NR), TILE);
         asm!(
             "tilestored [{p}+{s}], tmm0",
