@@ -283,7 +283,8 @@ def test_the_native_features_come_from_the_rust_precision_table():
     architecture: Python reads it, it does not keep a copy."""
     from kokoro_tvm_ext.model.runtime import cpu_features
 
-    assert cpu_features.native_features("int8", "x86_64") == (("avx512vnni",), "AVX512-VNNI")
+    assert cpu_features.native_features("int8", "x86_64") == (("amx-int8", "avx512vnni"), "AVX512-VNNI")
+    assert cpu_features.native_features("bf16", "x86_64") == (("amx-bf16", "avx512bf16"), "AVX512-BF16")
     assert cpu_features.native_features("int8", "aarch64") == (("i8mm", "dotprod"), "dotprod (SDOT)")
     assert cpu_features.native_features("bf16", "aarch64") == (("bf16",), "bf16 (BFDOT)")
     assert cpu_features.native_features("int8", "riscv64") == ((), "int8 instructions")

@@ -39,6 +39,14 @@ SELECTORS = {
     "dotprod": (r"(?<!\| )Isa::Dotprod\b", "dotprod"),
     "i8mm": (r"(?<!\| )Isa::I8mm\b", "i8mm"),
     "ARM bf16": (r"(?<!\| )Isa::NeonBf16\b", "bf16"),
+    "AMX": (r"(?<!\| )Isa::Amx(?:Int8|Bf16)\b", "amx"),
+}
+# Sets written as inline assembly (Rust's AMX intrinsics and target features are unstable): compiled for where
+# an `asm!` in the row's files holds one of the set's instructions.
+ASM_SETS = {
+    "amx": r'"tdp(?:bsud|busd|bf16ps) tmm',
+    "amx-int8": r'"tdpb(?:sud|usd) tmm',
+    "amx-bf16": r'"tdpbf16ps tmm',
 }
 CRATE_COLUMNS = ("AVX2", "AVX-512", "NEON")  # the sets gemm-f32 has kernels for
 CALLS_THE_F32_GEMM = re.compile(r"\bsgemm(?:_shared)?\(|gemm_f32::")
@@ -74,9 +82,11 @@ def sources(code: str) -> list[Path]:
 
 
 def enabled_features(text: str) -> set[str]:
-    """Every feature named by a `#[target_feature(enable = "a,b")]`."""
+    """Every feature named by a `#[target_feature(enable = "a,b")]`, and each set of ``ASM_SETS`` whose
+    instructions an `asm!` string holds."""
     found = re.findall(r'target_feature\(enable\s*=\s*"([^"]*)"\)', text)
-    return {f.strip() for group in found for f in group.split(",")}
+    asm = {name for name, instruction in ASM_SETS.items() if re.search(instruction, text)}
+    return {f.strip() for group in found for f in group.split(",")} | asm
 
 
 def problems(rows: list[dict[str, str]]) -> list[str]:
