@@ -517,6 +517,7 @@ unsafe fn tile_portable(
 ///
 /// # Safety
 /// As [`tile`]'s `c`; `isa` runs here.
+#[cfg(any(target_arch = "x86_64", test))]
 unsafe fn store_sums(isa: Isa, sum: &[[i32; NR]], c: *mut f32, ldc: usize, t: &Tile, acc: bool) {
     match isa {
         #[cfg(target_arch = "x86_64")]
