@@ -42,3 +42,24 @@ aarch64_env() {
     export PATH="$PWD/$AARCH64_DEPS/bin:$PATH" RUSTC=/usr/bin/rustc
     export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
 }
+
+# Registers qemu-user-static's binfmt_misc entry for aarch64 programs if it is not yet (needs root, and the
+# binfmt_misc file system, which a container may have to mount): the kernel then runs an aarch64 program that an
+# emulated one execs (a test that runs itself again in a child) through qemu too. Says why on failure.
+aarch64_binfmt() {
+    local binfmt=/proc/sys/fs/binfmt_misc conf=/usr/lib/binfmt.d/qemu-aarch64.conf
+    [ -e "$binfmt/qemu-aarch64" ] && return 0
+    if [ "$(id -u)" != 0 ]; then
+        echo "error: aarch64 programs are not registered with binfmt_misc, which needs root: sudo bash $0" >&2
+        return 1
+    fi
+    [ -f "$conf" ] || {
+        echo "error: no $conf: sudo bash scripts/install-system-deps.sh (qemu-user-static)" >&2
+        return 1
+    }
+    [ -e "$binfmt/register" ] || mount -t binfmt_misc binfmt_misc "$binfmt" || {
+        echo "error: cannot mount binfmt_misc at $binfmt (a container without the privilege to)" >&2
+        return 1
+    }
+    cat "$conf" >"$binfmt/register"
+}

@@ -21,19 +21,8 @@ for tool in debootstrap chroot; do
         exit 1
     }
 done
-binfmt=/proc/sys/fs/binfmt_misc
-if [ ! -e "$binfmt/qemu-aarch64" ]; then
-    conf=/usr/lib/binfmt.d/qemu-aarch64.conf  # qemu-user-static's entry: a static emulator, loaded once ("F")
-    [ -f "$conf" ] || {
-        echo "error: no $conf: sudo bash scripts/install-system-deps.sh (qemu-user-static)" >&2
-        exit 1
-    }
-    [ -e "$binfmt/register" ] || mount -t binfmt_misc binfmt_misc "$binfmt" || {
-        echo "error: cannot mount binfmt_misc at $binfmt (a container without the privilege to)" >&2
-        exit 1
-    }
-    cat "$conf" >"$binfmt/register"
-fi
+source "$(dirname "$0")/aarch64-env.sh"
+aarch64_binfmt
 # The host's own Debian mirror (a CI machine's may be a local one); deb.debian.org where none is configured.
 mirror=$(sed -n 's/^URIs: *\([^ ]*\/debian\)$/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -1)
 mirror=${mirror:-http://deb.debian.org/debian}

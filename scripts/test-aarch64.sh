@@ -19,6 +19,7 @@ if [ "${1:-}" = --check ]; then  # scripts/test.sh asks whether the tier can run
     exit 0
 fi
 aarch64_env  # Debian's cargo and rustc first on PATH, the aarch64 libtvm_ffi.so
+aarch64_binfmt  # a test that runs itself again in a child process execs an aarch64 program
 TARGET=$AARCH64_TARGET
 echo "==> clippy -D warnings for $TARGET (code behind cfg(target_arch = \"aarch64\") that x86's clippy never sees)"
 cargo clippy -p tvm-ext --release --locked --target "$TARGET" --all-targets --quiet -- -D warnings
