@@ -45,6 +45,15 @@ COMPUTE_CLASSES = {
     "iSTFT",
 }
 PEAK_OF = {"f32": "f32_fma_gflops", "bf16": "bf16_dot_gflops", "int8": "int8_dot_gops"}
+# Where the CPU has AMX the int8 and bf16 kernels multiply in its tiles: their peak is the tiles' (measured only
+# where the library uses them, else null).
+AMX_PEAK_OF = {"bf16": "amx_bf16_gflops", "int8": "amx_int8_gops"}
+
+
+def peak_of(arith: str, peaks: dict) -> float | None:
+    """The peak of the arithmetic a class runs in: AMX's tiles where they were measured, else the vector rate."""
+    amx = peaks.get(AMX_PEAK_OF.get(arith, ""))
+    return amx if amx else peaks.get(PEAK_OF[arith])
 
 
 def _global(name: str):
@@ -66,7 +75,7 @@ def measure_peaks(threads: int, millis: int = 300, tries: int = 5) -> dict:
         return max((r[key] for r in runs if r[key] is not None), default=None)
 
     peaks = {k: best(all_, k) for k in ("read_gbs", "copy_gbs")}
-    for k in PEAK_OF.values():
+    for k in [*PEAK_OF.values(), *AMX_PEAK_OF.values()]:
         rate = best(one, k)
         peaks[k] = None if rate is None else round(rate * threads, 1)
     peaks["threads"] = threads
@@ -178,7 +187,7 @@ def table(result: dict, peaks: dict) -> tuple[list[str], list[list]]:
             arith = row.rsplit("[", 1)[1].rstrip("]")
             klass = row.rsplit(" [", 1)[0]
             gflops, gbs = w["flops"] / s / 1e9, w["bytes"] / s / 1e9
-            peak = peaks.get(PEAK_OF[arith]) if klass in COMPUTE_CLASSES else None
+            peak = peak_of(arith, peaks) if klass in COMPUTE_CLASSES else None
             cells += [
                 w["calls"],
                 f"{w['flops'] / 1e9:.2f}",
@@ -232,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     peaks = measure_peaks(args.threads)
     print(
         f"peaks at {args.threads} threads (one core's best of 5 x threads): f32 FMA {peaks['f32_fma_gflops']} "
-        f"GFLOP/s, bf16 dot {peaks['bf16_dot_gflops']} GFLOP/s, int8 dot {peaks['int8_dot_gops']} GOP/s, memory read "
+        f"GFLOP/s, bf16 dot {peaks['bf16_dot_gflops']} GFLOP/s, int8 dot {peaks['int8_dot_gops']} GOP/s, AMX bf16 "
+        f"{peaks['amx_bf16_gflops']} GFLOP/s, AMX int8 {peaks['amx_int8_gops']} GOP/s, memory read "
         f"{peaks['read_gbs']} GB/s, copy {peaks['copy_gbs']} GB/s ({args.threads} threads, best of 5)"
     )
     if args.peaks_only:

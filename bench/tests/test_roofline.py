@@ -58,3 +58,6 @@ def test_one_run_splits_into_kernels_generated_code_and_python():
     # 2 GB in 0.5 s: 4 GB/s, half the read bandwidth; no compute peak for an element-wise row.
     assert snake[7:] == ["", "4.0", "50%"]
     assert body[-1][:3] == ["total", "4000.0", "100%"]
+    # Where the kernels use AMX tiles, their rate is the int8 rows' peak: 200 GOP/s of 1000.
+    _, body = table(result, {**peaks, "amx_int8_gops": 1000.0, "amx_bf16_gflops": None})
+    assert next(r for r in body if r[0] == "im2col conv [int8]")[7] == "20%"

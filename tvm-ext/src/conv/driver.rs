@@ -11,7 +11,7 @@ use super::{
     call_data, col2im, fill_bias, im2col_row, parse_call, run_jobs, run_parallel, Blocks,
     Conv1dConfig, Plan, Tuning, WeightKind, TUNING,
 };
-use crate::gemm::SharedMut;
+use crate::gemm::{Relayed, SharedMut};
 use crate::interface::Interface;
 use crate::job::{internal, JobError};
 use crate::precision::{with_f32_weights, Precision};
@@ -83,6 +83,8 @@ pub(crate) struct ConvTile<'a> {
     pub lout: usize,
     /// The group's bias.
     pub bias: Option<&'a [f32]>,
+    /// The group's weights as AMX tiles, shared by the call's tiles (`gemm/amx/`).
+    pub relayed: &'a Relayed,
 }
 
 impl ConvTile<'_> {
@@ -156,6 +158,7 @@ pub(crate) fn conv_tiles<P: ConvPrecision>(
         plan = plan.in_panels(P::PANEL, units, lout);
     }
     let out = SharedMut::new(out);
+    let relayed: Vec<Relayed> = (0..g).map(|_| Relayed::new()).collect();
     run_jobs(units, &plan, |i, scratch, parallel| {
         let (unit, ti) = (i / plan.tiles, i % plan.tiles);
         let (batch, group) = (unit / g, unit % g);
@@ -173,6 +176,7 @@ pub(crate) fn conv_tiles<P: ConvPrecision>(
             row0: (batch * cfg.out_channels + group * cout_g) * lout + t0,
             lout,
             bias: bias.map(|bv| &bv[group * cout_g..][..cout_g]),
+            relayed: &relayed[group],
         };
         if !P::BIAS_IN_EPILOGUE {
             fill_bias(t.bias, out, t.row0, lout, tn)?;

@@ -113,6 +113,11 @@ impl Precision for F32Gemm {
     }
 }
 
+/// A packed operand re-laid for AMX tiles, shared by the GEMMs of one call
+/// that multiply the same weights (the tiles of a convolution, one per group):
+/// the first that needs it re-lays it (`amx/`); elsewhere it stays empty.
+pub(crate) type Relayed = std::sync::OnceLock<Vec<u32>>;
+
 /// How many threads a kernel may use: the size of the current rayon pool.
 pub(crate) fn threads() -> usize {
     rayon::current_num_threads().max(1)

@@ -1,11 +1,13 @@
 //! This CPU's measured peaks, the roofline table's denominators
 //! (`bench/roofline.py`): f32 FMA, bf16 dot (`VDPBF16PS`) and int8 dot
-//! (`VPDPBUSD`) rates on 512-bit registers, and memory bandwidth, each run on
-//! `threads` threads at once (the rate is their sum).
+//! (`VPDPBUSD`) rates on 512-bit registers, AMX's int8 and bf16 tile products
+//! where the CPU has them, and memory bandwidth, each run on `threads` threads
+//! at once (the rate is their sum).
 //!
 //! ```text
 //! kokoro_tvm_ext.measure_peaks(threads, millis) -> str
-//!   JSON: {"threads", "f32_fma_gflops", "bf16_dot_gflops", "int8_dot_gops", "read_gbs", "copy_gbs"};
+//!   JSON: {"threads", "f32_fma_gflops", "bf16_dot_gflops", "int8_dot_gops", "amx_bf16_gflops",
+//!          "amx_int8_gops", "read_gbs", "copy_gbs"};
 //!   a rate this CPU lacks the instruction for is null. `millis` per measurement.
 //! ```
 //!
@@ -93,10 +95,17 @@ fn bandwidth(threads: usize, millis: u64, copy: bool) -> f64 {
 pub fn measure(threads: usize, millis: u64) -> String {
     let g = |ops: Option<f64>| ops.map_or("null".to_string(), |r| format!("{:.1}", r / 1e9));
     #[allow(unused_mut)]
-    let (mut f, mut b, mut i) = (None, None, None);
+    let (mut f, mut b, mut i, mut ab, mut ai) = (None, None, None, None, None);
     // Only the sets the kernels compute with have a loop here; elsewhere the rates stay null.
     #[cfg(target_arch = "x86_64")]
-    let sets = [Isa::Portable, Isa::Avx512, Isa::Avx512Vnni, Isa::Avx512Bf16];
+    let sets = [
+        Isa::Portable,
+        Isa::Avx512,
+        Isa::Avx512Vnni,
+        Isa::Avx512Bf16,
+        Isa::AmxInt8,
+        Isa::AmxBf16,
+    ];
     #[cfg(not(target_arch = "x86_64"))]
     let sets = [Isa::Portable];
     for isa in sets.into_iter().filter(|s| s.detected()) {
@@ -109,16 +118,22 @@ pub fn measure(threads: usize, millis: u64) -> String {
             Isa::Avx512Vnni => i = Some(rate(threads, millis, x86::int8_safe)),
             #[cfg(target_arch = "x86_64")]
             Isa::Avx512Bf16 => b = Some(rate(threads, millis, x86::bf16_safe)),
+            #[cfg(target_arch = "x86_64")]
+            Isa::AmxInt8 => ai = Some(rate(threads, millis, x86::amx_int8_safe)),
+            #[cfg(target_arch = "x86_64")]
+            Isa::AmxBf16 => ab = Some(rate(threads, millis, x86::amx_bf16_safe)),
             #[allow(unreachable_patterns)]
             _ => {}
         }
     }
     format!(
         "{{\"threads\":{threads},\"f32_fma_gflops\":{},\"bf16_dot_gflops\":{},\"int8_dot_gops\":{},\
-         \"read_gbs\":{},\"copy_gbs\":{}}}",
+         \"amx_bf16_gflops\":{},\"amx_int8_gops\":{},\"read_gbs\":{},\"copy_gbs\":{}}}",
         g(f),
         g(b),
         g(i),
+        g(ab),
+        g(ai),
         g(Some(bandwidth(threads, millis, false))),
         g(Some(bandwidth(threads, millis, true)))
     )
@@ -157,6 +172,8 @@ mod tests {
             have(Isa::Avx512.detected(), "f32_fma_gflops");
             have(Isa::Avx512Vnni.detected(), "int8_dot_gops");
             have(Isa::Avx512Bf16.detected(), "bf16_dot_gflops");
+            have(Isa::AmxInt8.detected(), "amx_int8_gops");
+            have(Isa::AmxBf16.detected(), "amx_bf16_gflops");
         }
     }
 }

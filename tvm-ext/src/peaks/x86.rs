@@ -1,7 +1,10 @@
 //! The peaks' loops on AVX-512: f32 FMA, `VDPBF16PS` and `VPDPBUSD`, 12
-//! independent accumulators each.
+//! independent accumulators each; and AMX's tile products, the AMX loop's own.
 use std::arch::x86_64::*;
 use std::hint::black_box;
+
+use crate::gemm::amx::x86::Hardware;
+use crate::gemm::amx::{Dot, Tiles};
 
 const ACC: usize = 12;
 
@@ -62,4 +65,32 @@ pub(super) fn bf16_safe(reps: u64) -> u64 {
 pub(super) fn int8_safe(reps: u64) -> u64 {
     // SAFETY: as above, `Isa::Avx512Vnni`.
     unsafe { int8(reps) }
+}
+
+/// `reps` rounds of the AMX loop's step without its loads: four tile products
+/// (`dot`) into the four accumulators, the tile unit's rate.
+///
+/// # Safety
+/// The process holds the tile state and the CPU runs `dot` (`Isa::AmxInt8` or `Isa::AmxBf16` detected).
+unsafe fn amx(reps: u64, dot: Dot) -> u64 {
+    let mut tiles = Hardware;
+    tiles.start();
+    tiles.zero();
+    for _ in 0..reps {
+        tiles.multiply(dot);
+    }
+    tiles.finish();
+    // Four products of 16 x 16 outputs over 64 bytes of K: 64 int8 or 32 bf16 multiply-adds each.
+    let k = if dot == Dot::Bf16 { 32 } else { 64 };
+    reps * 4 * 16 * 16 * k * 2
+}
+
+pub(super) fn amx_int8_safe(reps: u64) -> u64 {
+    // SAFETY: called only where `Isa::AmxInt8` is detected (mod.rs).
+    unsafe { amx(reps, Dot::SignedUnsigned) }
+}
+
+pub(super) fn amx_bf16_safe(reps: u64) -> u64 {
+    // SAFETY: called only where `Isa::AmxBf16` is detected (mod.rs).
+    unsafe { amx(reps, Dot::Bf16) }
 }

@@ -92,7 +92,17 @@ impl ConvPrecision for Bf16Gemm {
             k: kc,
         };
         let accumulate = t.bias.is_some();
-        gemm_bf16_shared(a, bt, out, t.row0, t.lout, accumulate, parallel, isa())
+        gemm_bf16_shared(
+            a,
+            bt,
+            out,
+            t.row0,
+            t.lout,
+            accumulate,
+            parallel,
+            isa(),
+            Some(t.relayed),
+        )
     }
 
     fn transpose_depth(cin_g: usize) -> usize {
@@ -147,6 +157,7 @@ impl ConvPrecision for Bf16Gemm {
                 false,
                 parallel,
                 isa(),
+                None, // A is this tile's input
             )?
         };
         Ok(cols)

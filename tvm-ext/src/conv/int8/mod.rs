@@ -184,6 +184,7 @@ impl ConvPrecision for Int8Gemm {
             t.bias,
             parallel,
             isa(),
+            Some(t.relayed),
         )
     }
 

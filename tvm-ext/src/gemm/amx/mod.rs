@@ -23,6 +23,7 @@ use rayon::prelude::*;
 
 use crate::gemm::int8::Walk;
 use crate::gemm::packed::{for_each_block, MR, NR};
+use crate::gemm::Relayed;
 use crate::job::JobError;
 
 #[cfg(test)]
@@ -71,6 +72,19 @@ pub(crate) trait Tiles {
     unsafe fn store(&mut self, sums: &mut Sums);
     /// Releases the tile state (cheaper context switches).
     unsafe fn finish(&mut self);
+
+    /// Eight rows of 16 words from their [`MR`]-row panel (`src[q * MR + r]`,
+    /// 128 words) into an A tile's rows (`dst[r * TILE + q]`).
+    fn transpose_block(src: &[u32], dst: &mut [u32])
+    where
+        Self: Sized,
+    {
+        for (q, words) in src[..TILE * MR].chunks_exact(MR).enumerate() {
+            for (r, &w) in words.iter().enumerate() {
+                dst[r * TILE + q] = w;
+            }
+        }
+    }
 }
 
 /// Blocks of K per tap: A's tiles hold 16 words of one tap each, block `bb`
@@ -85,12 +99,11 @@ fn block_words(walk: &Walk) -> usize {
 }
 
 /// The [`ROWS`] rows of row block `i` of A (`MR`-row panels of `kw` words,
-/// `panels` of them) as A tiles in `dst`, zeros past A's rows and each tap's
-/// words. Reads each panel once, in order; each word's `MR` rows go to `MR`
-/// rows of one tile, 64 bytes apart.
-fn relay_a(a: &[u32], kw: usize, panels: usize, i: usize, walk: &Walk, dst: &mut [u32]) {
+/// `panels` of them) as A tiles in `dst`, which is zeros (and stays so past
+/// A's rows and each tap's words): each panel's blocks of 16 words of a tap become 8 rows of a tile,
+/// by `T::transpose_block` where the block is whole.
+fn relay_a<T: Tiles>(a: &[u32], kw: usize, panels: usize, i: usize, walk: &Walk, dst: &mut [u32]) {
     let bpt = blocks_per_tap(walk);
-    dst.fill(0);
     for g in 0..ROWS / MR {
         let panel = i * (ROWS / MR) + g;
         if panel >= panels {
@@ -99,27 +112,57 @@ fn relay_a(a: &[u32], kw: usize, panels: usize, i: usize, walk: &Walk, dst: &mut
         let src = &a[panel * kw * MR..][..kw * MR];
         let (h, row0) = ((g * MR) / TILE, (g * MR) % TILE);
         for t in 0..walk.taps {
-            for cq in 0..walk.per_tap {
-                let base = ((t * bpt + cq / TILE) * 2 + h) * TILE_WORDS + row0 * TILE + cq % TILE;
-                let words = &src[(t * walk.per_tap + cq) * MR..][..MR];
-                for (r, &w) in words.iter().enumerate() {
-                    dst[base + r * TILE] = w;
+            for bb in 0..bpt {
+                let to =
+                    &mut dst[((t * bpt + bb) * 2 + h) * TILE_WORDS + row0 * TILE..][..MR * TILE];
+                let (first, held) = (bb * TILE, TILE.min(walk.per_tap - bb * TILE));
+                let from = &src[(t * walk.per_tap + first) * MR..][..held * MR];
+                if held == TILE {
+                    T::transpose_block(from, to);
+                } else {
+                    for (q, words) in from.chunks_exact(MR).enumerate() {
+                        for (r, &w) in words.iter().enumerate() {
+                            to[r * TILE + q] = w;
+                        }
+                    }
                 }
             }
         }
     }
 }
 
+/// All of A (`rows` rows in [`MR`]-row panels of `walk.taps * walk.per_tap`
+/// words, checked to be inside `a`) as A tiles, row block after row block.
+fn relay<T: Tiles>(a: &[u32], rows: usize, walk: &Walk, parallel: bool) -> Vec<u32> {
+    let (kw, panels, words) = (
+        walk.taps * walk.per_tap,
+        rows.div_ceil(MR),
+        block_words(walk),
+    );
+    let mut tiles = vec![0u32; rows.div_ceil(ROWS) * words];
+    let one = |(i, dst): (usize, &mut [u32])| relay_a::<T>(a, kw, panels, i, walk, dst);
+    if words == 0 {
+        // No K: every sum is zero, there is nothing to relay.
+    } else if parallel && rows > ROWS {
+        tiles.par_chunks_mut(words).enumerate().for_each(one);
+    } else {
+        tiles.chunks_mut(words).enumerate().for_each(one);
+    }
+    tiles
+}
+
 /// `C = A × B` on `tiles`, block by block: A is `rows` rows in [`MR`]-row
 /// panels of `walk.taps * walk.per_tap` words each, B `n` columns read
 /// through `walk` from `b`; each block's sums go to `store(sums, panel, j)`
 /// for each [`MR`]-row panel of A in it (`sums` its `MR` rows) and panel `j`
-/// of B's columns. `parallel` splits the blocks over the rayon pool.
+/// of B's columns. `parallel` splits the blocks over the rayon pool. A is
+/// re-laid as tiles for this call, or once for every call given the same
+/// `shared` (which must then always come with the same A).
 ///
 /// # Safety
-/// `T` runs on this CPU; `a` holds the panels, and every panel of B is
-/// `walk.reach()` words inside `b` (the callers check both); `store` may be
-/// called from several threads, never twice for one block.
+/// `T` runs on this CPU; every panel of B is `walk.reach()` words inside `b`
+/// (the callers check it); `store` may be called from several threads, never
+/// twice for one block.
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn gemm<T: Tiles + Default>(
     a: &[u32],
@@ -129,6 +172,7 @@ pub(crate) unsafe fn gemm<T: Tiles + Default>(
     walk: Walk,
     dot: Dot,
     parallel: bool,
+    shared: Option<&Relayed>,
     store: impl Fn(&[[u32; NR]], usize, usize) + Sync,
 ) -> Result<(), JobError> {
     let kw = walk.taps * walk.per_tap;
@@ -140,17 +184,21 @@ pub(crate) unsafe fn gemm<T: Tiles + Default>(
             a.len()
         )));
     }
-    // A as tiles, once per call (each block of C then reads its rows' tiles).
-    let mut a_tiles = vec![0u32; rows.div_ceil(ROWS) * words];
-    let relay = |(i, dst): (usize, &mut [u32])| relay_a(a, kw, panels, i, &walk, dst);
-    if words == 0 {
-        // No K: every sum is zero, there is nothing to relay.
-    } else if parallel && rows > ROWS {
-        a_tiles.par_chunks_mut(words).enumerate().for_each(relay);
-    } else {
-        a_tiles.chunks_mut(words).enumerate().for_each(relay);
+    let own;
+    let a_tiles: &[u32] = match shared {
+        // On this thread alone: a thread that waited for its own parallel
+        // re-laying could take another tile of the call and wait on `once` twice.
+        Some(once) => once.get_or_init(|| relay::<T>(a, rows, &walk, false)),
+        None => {
+            own = relay::<T>(a, rows, &walk, parallel);
+            &own
+        }
+    };
+    if a_tiles.len() != rows.div_ceil(ROWS) * words {
+        return Err(JobError::new(
+            "A's shared tiles are of another shape".to_string(),
+        ));
     }
-    let a_tiles = &a_tiles;
     for_each_block(rows.div_ceil(ROWS), n.div_ceil(NR), parallel, |is, js| {
         let mut stage = [[0u32; NR]; TILE];
         let mut sums: Sums = [[0; NR]; ROWS];

@@ -2,7 +2,7 @@ use super::model::Model;
 use super::*;
 use crate::gemm::bf16;
 use crate::gemm::int8::{gemm_walk_tiles, PackedA, Scales, Signs};
-use crate::gemm::SharedMut;
+use crate::gemm::{Relayed, SharedMut};
 use crate::isa::Isa;
 use crate::tensor::testing::Rng;
 
@@ -74,7 +74,13 @@ impl Case {
         let col_off: Vec<i32> = (0..n).map(|_| rng.below(256) as i32).collect();
         let bias: Vec<f32> = rng.vec(m);
         let ldc = n + 3;
-        for accumulate in [false, true] {
+        // A re-laid per call, then once for two calls that share it.
+        let relayed = Relayed::new();
+        for (accumulate, shared) in [
+            (false, None),
+            (true, Some(&relayed)),
+            (false, Some(&relayed)),
+        ] {
             let init: Vec<f32> = rng.vec(m * ldc);
             let mut c = init.clone();
             let s = Scales {
@@ -104,6 +110,7 @@ impl Case {
                     Some(&bias),
                     true,
                     isa,
+                    shared,
                 )
                 .unwrap();
             }
@@ -207,12 +214,26 @@ fn check_bf16<T: Tiles + Default>(seed: u64) {
                 k,
             },
         );
-        for accumulate in [false, true] {
+        let relayed = Relayed::new();
+        for (accumulate, shared) in [
+            (false, None),
+            (true, Some(&relayed)),
+            (false, Some(&relayed)),
+        ] {
             let init = rng.vec(m * n);
             let mut c = init.clone();
             unsafe {
-                bf16::gemm_tiles::<T>(pa, pb, SharedMut::new(&mut c), 0, n, accumulate, true)
-                    .unwrap();
+                bf16::gemm_tiles::<T>(
+                    pa,
+                    pb,
+                    SharedMut::new(&mut c),
+                    0,
+                    n,
+                    accumulate,
+                    true,
+                    shared,
+                )
+                .unwrap();
             }
             for i in 0..m {
                 for j in 0..n {
@@ -320,5 +341,54 @@ fn each_amx_instruction_computes_what_the_model_does() {
         } else {
             assert_eq!(got, want, "{dot:?}");
         }
+    }
+}
+
+#[test]
+#[ignore]
+fn timing_relay_against_product() {
+    assert!(Isa::AmxBf16.detected());
+    use std::time::Instant;
+    for (rows, kw, n) in [
+        (256usize, 896usize, 292usize),
+        (512, 768, 150),
+        (128, 384, 1024),
+    ] {
+        let a = vec![7u32; rows.div_ceil(MR) * kw * MR];
+        let b = vec![3u32; kw * n.div_ceil(NR) * NR];
+        let walk = Walk::panels(kw);
+        let words = block_words(&walk);
+        let mut dst = vec![0u32; rows.div_ceil(ROWS) * words];
+        let t0 = Instant::now();
+        for _ in 0..20 {
+            dst.fill(0);
+            for (i, d) in dst.chunks_mut(words).enumerate() {
+                relay_a::<super::x86::Hardware>(&a, kw, rows.div_ceil(MR), i, &walk, d);
+            }
+        }
+        let relay = t0.elapsed().as_secs_f64() / 20.0;
+        let t0 = Instant::now();
+        for _ in 0..20 {
+            unsafe {
+                gemm::<super::x86::Hardware>(
+                    &a,
+                    rows,
+                    &b,
+                    n,
+                    walk,
+                    Dot::Bf16,
+                    false,
+                    None,
+                    |_, _, _| {},
+                )
+                .unwrap();
+            }
+        }
+        let whole = t0.elapsed().as_secs_f64() / 20.0;
+        println!(
+            "{rows}x{kw}w x {n}: relay {:.3} ms, gemm with relay {:.3} ms",
+            relay * 1e3,
+            whole * 1e3
+        );
     }
 }

@@ -3,9 +3,10 @@
 //! without them. The compiler never allocates tile registers, so they keep
 //! their values between the `asm!` blocks of one thread.
 use std::arch::asm;
+use std::arch::x86_64::*;
 
 use super::{Dot, Sums, Tiles, TILE};
-use crate::gemm::packed::NR;
+use crate::gemm::packed::{MR, NR};
 
 /// Palette 1, every tile 16 rows of 64 bytes (LDTILECFG's 64-byte layout:
 /// byte 0 the palette, bytes 16-31 the bytes per row of tiles 0-7 as u16,
@@ -114,5 +115,26 @@ impl Tiles for Hardware {
 
     unsafe fn finish(&mut self) {
         asm!("tilerelease", options(nostack, nomem, preserves_flags));
+    }
+
+    fn transpose_block(src: &[u32], dst: &mut [u32]) {
+        assert!(src.len() >= TILE * MR && dst.len() >= MR * TILE);
+        // SAFETY: a CPU with AMX has AVX-512F; the lengths are checked above.
+        unsafe { transpose_block_avx512(src.as_ptr(), dst.as_mut_ptr()) }
+    }
+}
+
+/// [`Tiles::transpose_block`] by gathers: row `r` of the tile is words `r`,
+/// `r + MR`, `r + 2 MR`, ... of the panel (the scalar loop was a third of a
+/// bf16 GEMM's time at Kokoro's shapes).
+#[target_feature(enable = "avx512f")]
+unsafe fn transpose_block_avx512(src: *const u32, dst: *mut u32) {
+    let column = _mm512_setr_epi32(
+        0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120,
+    );
+    for r in 0..MR {
+        let at = _mm512_add_epi32(column, _mm512_set1_epi32(r as i32));
+        let row = _mm512_i32gather_epi32::<4>(at, src as *const i32);
+        _mm512_storeu_si512(dst.add(r * TILE) as *mut _, row);
     }
 }

@@ -40,7 +40,7 @@ use tvm_ffi::TensorView;
 #[cfg(any(target_arch = "x86_64", test))]
 use crate::gemm::amx;
 use crate::gemm::packed::{self, check_operands, for_each_block};
-use crate::gemm::SharedMut;
+use crate::gemm::{Relayed, SharedMut};
 use crate::isa::Isa;
 use crate::job::JobError;
 use crate::precision::{table, Precision};
@@ -161,10 +161,24 @@ pub(crate) fn gemm_bf16(
 ) -> Result<(), JobError> {
     let shared = SharedMut::new(c);
     // SAFETY: `c` is borrowed mutably for the whole call.
-    unsafe { gemm_bf16_shared(a, b, shared, c_offset, ldc, accumulate, parallel, isa()) }
+    unsafe {
+        gemm_bf16_shared(
+            a,
+            b,
+            shared,
+            c_offset,
+            ldc,
+            accumulate,
+            parallel,
+            isa(),
+            None,
+        )
+    }
 }
 
-/// [`gemm_bf16`] into a [`SharedMut`], with the inner loop given.
+/// [`gemm_bf16`] into a [`SharedMut`], with the inner loop given; the GEMMs
+/// of one call that multiply the same A pass the same `tiles`, where AMX keeps
+/// it re-laid.
 ///
 /// # Safety
 /// While this runs, nothing else may read or write the destination block.
@@ -178,6 +192,7 @@ pub(crate) unsafe fn gemm_bf16_shared(
     accumulate: bool,
     parallel: bool,
     isa: Isa,
+    tiles: Option<&Relayed>,
 ) -> Result<(), JobError> {
     let (m, n) = (a.rows, b.cols);
     if !check_operands(&a, &b, usize::MAX, &c, c_offset, ldc)? {
@@ -185,7 +200,9 @@ pub(crate) unsafe fn gemm_bf16_shared(
     }
     #[cfg(target_arch = "x86_64")]
     if isa == Isa::AmxBf16 {
-        return gemm_tiles::<amx::x86::Hardware>(a, b, c, c_offset, ldc, accumulate, parallel);
+        return gemm_tiles::<amx::x86::Hardware>(
+            a, b, c, c_offset, ldc, accumulate, parallel, tiles,
+        );
     }
     let kp = pairs(a.k);
     for_each_block(m.div_ceil(MR), n.div_ceil(NR), parallel, |is, js| {
@@ -215,6 +232,7 @@ pub(crate) unsafe fn gemm_bf16_shared(
 /// # Safety
 /// As [`gemm_bf16_shared`], the operands checked; `T` runs on this CPU.
 #[cfg(any(target_arch = "x86_64", test))]
+#[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn gemm_tiles<T: amx::Tiles + Default>(
     a: PackedA,
     b: PackedB,
@@ -223,6 +241,7 @@ pub(crate) unsafe fn gemm_tiles<T: amx::Tiles + Default>(
     ldc: usize,
     accumulate: bool,
     parallel: bool,
+    tiles: Option<&Relayed>,
 ) -> Result<(), JobError> {
     let (m, n, kp) = (a.rows, b.cols, pairs(a.k));
     let walk = crate::gemm::int8::Walk::panels(kp);
@@ -234,6 +253,7 @@ pub(crate) unsafe fn gemm_tiles<T: amx::Tiles + Default>(
         walk,
         amx::Dot::Bf16,
         parallel,
+        tiles,
         |sums, i, j| {
             let (rows, cols) = (MR.min(m - i * MR), NR.min(n - j * NR));
             for (r, row) in sums.iter().enumerate().take(rows) {

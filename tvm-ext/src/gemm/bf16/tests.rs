@@ -120,8 +120,10 @@ fn gemm_matches_f64_reference_at_odd_shapes() {
                 let ldc = n + 2;
                 let mut c = vec![7.0f32; 3 + m * ldc + 2];
                 let shared = SharedMut::new(&mut c);
-                unsafe { gemm_bf16_shared(pa, pb, shared, 3, ldc, accumulate, parallel, isa) }
-                    .unwrap();
+                unsafe {
+                    gemm_bf16_shared(pa, pb, shared, 3, ldc, accumulate, parallel, isa, None)
+                }
+                .unwrap();
                 for i in 0..m {
                     for j in 0..ldc {
                         let got = c[3 + i * ldc + j] as f64;
@@ -309,7 +311,18 @@ fn bench_gemm_bf16() {
                 },
             );
             let rate = time(&mut || unsafe {
-                gemm_bf16_shared(pa, pb, SharedMut::new(&mut c), 0, n, false, false, which).unwrap()
+                gemm_bf16_shared(
+                    pa,
+                    pb,
+                    SharedMut::new(&mut c),
+                    0,
+                    n,
+                    false,
+                    false,
+                    which,
+                    None,
+                )
+                .unwrap()
             });
             line += &format!(", bf16 {which:?} {rate:.1}");
         }

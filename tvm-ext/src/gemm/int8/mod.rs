@@ -49,7 +49,7 @@ use tvm_ffi::TensorView;
 #[cfg(any(target_arch = "x86_64", test))]
 use crate::gemm::amx;
 use crate::gemm::packed::{self, check_block, check_operands, for_each_block};
-use crate::gemm::SharedMut;
+use crate::gemm::{Relayed, SharedMut};
 use crate::isa::Isa;
 use crate::job::JobError;
 use crate::precision::{table, Precision};
@@ -173,7 +173,7 @@ pub(crate) unsafe fn gemm_int8(
     }
     let walk = Walk::panels(quads(k));
     gemm_walk(
-        a, b.data, n, walk, signs, s, c, c_offset, ldc, accumulate, None, parallel, isa,
+        a, b.data, n, walk, signs, s, c, c_offset, ldc, accumulate, None, parallel, isa, None,
     )
 }
 
@@ -219,6 +219,7 @@ impl Walk {
 /// inner dimension `4 * walk.taps * walk.per_tap`, A's quads in the same order):
 /// a stride-1 convolution's input window, packed once per tile ([`Walk`]);
 /// `C = dequantize(A × B) + row_bias[r]` (without a bias, the product alone).
+/// The tiles of one call pass the same `shared`, where AMX keeps A re-laid.
 ///
 /// # Safety
 /// As [`gemm_int8`].
@@ -235,6 +236,7 @@ pub(crate) unsafe fn gemm_int8_windowed(
     row_bias: Option<&[f32]>,
     parallel: bool,
     isa: Isa,
+    shared: Option<&Relayed>,
 ) -> Result<(), JobError> {
     let (m, kq) = (a.rows, walk.taps * walk.per_tap);
     if walk.taps == 0 || walk.per_tap == 0 || a.k.div_ceil(4) != kq {
@@ -280,6 +282,7 @@ pub(crate) unsafe fn gemm_int8_windowed(
         row_bias,
         parallel,
         isa,
+        shared,
     )
 }
 
@@ -303,11 +306,12 @@ unsafe fn gemm_walk(
     row_bias: Option<&[f32]>,
     parallel: bool,
     isa: Isa,
+    shared: Option<&Relayed>,
 ) -> Result<(), JobError> {
     #[cfg(target_arch = "x86_64")]
     if isa == Isa::AmxInt8 {
         return gemm_walk_tiles::<amx::x86::Hardware>(
-            a, b, n, walk, signs, s, c, c_offset, ldc, accumulate, row_bias, parallel, isa,
+            a, b, n, walk, signs, s, c, c_offset, ldc, accumulate, row_bias, parallel, isa, shared,
         );
     }
     let (m, kq) = (a.rows, a.k.div_ceil(4));
@@ -347,26 +351,37 @@ pub(crate) unsafe fn gemm_walk_tiles<T: amx::Tiles + Default>(
     row_bias: Option<&[f32]>,
     parallel: bool,
     isa: Isa,
+    shared: Option<&Relayed>,
 ) -> Result<(), JobError> {
     let dot = match signs {
         Signs::WeightsA => amx::Dot::SignedUnsigned,
         Signs::WeightsB => amx::Dot::UnsignedSigned,
     };
     let m = a.rows;
-    amx::gemm::<T>(a.data, m, b, n, walk, dot, parallel, |sums, i, j| {
-        // The int32 sums, as the bits the tiles stored.
-        let sums = std::slice::from_raw_parts(sums.as_ptr() as *const [i32; NR], sums.len());
-        let t = Tile::at(&s, row_bias, m, n, i, j);
-        // Panel i's rows of block j, inside the block the callers checked.
-        store_sums(
-            isa,
-            sums,
-            c.ptr_at(c_offset + i * MR * ldc + j * NR),
-            ldc,
-            &t,
-            accumulate,
-        );
-    })
+    amx::gemm::<T>(
+        a.data,
+        m,
+        b,
+        n,
+        walk,
+        dot,
+        parallel,
+        shared,
+        |sums, i, j| {
+            // The int32 sums, as the bits the tiles stored.
+            let sums = std::slice::from_raw_parts(sums.as_ptr() as *const [i32; NR], sums.len());
+            let t = Tile::at(&s, row_bias, m, n, i, j);
+            // Panel i's rows of block j, inside the block the callers checked.
+            store_sums(
+                isa,
+                sums,
+                c.ptr_at(c_offset + i * MR * ldc + j * NR),
+                ldc,
+                &t,
+                accumulate,
+            );
+        },
+    )
 }
 
 /// Scales for at least `m` rows and `n` columns.
