@@ -9,11 +9,11 @@
 //! read in place through a [`Walk`] (a [`PackedB`](crate::gemm::int8::PackedB)
 //! or a convolution's input window, rows `walk.quad_step` words apart). A block
 //! of K that ends inside a tap (channels not a multiple of 16 words) is copied
-//! to a zero-padded stage first, so no tile reads past a tap. A is re-laid once
-//! per call from its [`MR`]-row panels into tiles, each row's 16 words
-//! contiguous (what an A tile reads): a copy of the weights per call, small
-//! against the product when C has many columns, and the compile-time packing
-//! stays the one every CPU reads. The epilogue is the caller's: the VNNI tile's
+//! to a zero-padded stage first, so no tile reads past a tap. A is re-laid from
+//! its [`MR`]-row panels into tiles, each row's 16 words contiguous (what an A
+//! tile reads), once per call, or once for all the tiles of a convolution call
+//! ([`Relayed`]): a copy of the weights, small against the product, and the
+//! compile-time packing stays the one every CPU reads. The epilogue is the caller's: the VNNI tile's
 //! for int8 (the same bits), the f32 sums as they are for bf16.
 //!
 //! The loop is written once over [`Tiles`]: [`model::Model`] computes each tile
@@ -79,10 +79,16 @@ pub(crate) trait Tiles {
     where
         Self: Sized,
     {
-        for (q, words) in src[..TILE * MR].chunks_exact(MR).enumerate() {
-            for (r, &w) in words.iter().enumerate() {
-                dst[r * TILE + q] = w;
-            }
+        transpose_words(&src[..TILE * MR], dst);
+    }
+}
+
+/// Words `q` of [`MR`] rows (`src[q * MR + r]`, as many as `src` holds) into
+/// tile rows (`dst[r * TILE + q]`).
+fn transpose_words(src: &[u32], dst: &mut [u32]) {
+    for (q, words) in src.chunks_exact(MR).enumerate() {
+        for (r, &w) in words.iter().enumerate() {
+            dst[r * TILE + q] = w;
         }
     }
 }
@@ -100,8 +106,8 @@ fn block_words(walk: &Walk) -> usize {
 
 /// The [`ROWS`] rows of row block `i` of A (`MR`-row panels of `kw` words,
 /// `panels` of them) as A tiles in `dst`, which is zeros (and stays so past
-/// A's rows and each tap's words): each panel's blocks of 16 words of a tap become 8 rows of a tile,
-/// by `T::transpose_block` where the block is whole.
+/// A's rows and each tap's words): each panel's blocks of 16 words of a tap
+/// become 8 rows of a tile, by `T::transpose_block` where the block is whole.
 fn relay_a<T: Tiles>(a: &[u32], kw: usize, panels: usize, i: usize, walk: &Walk, dst: &mut [u32]) {
     let bpt = blocks_per_tap(walk);
     for g in 0..ROWS / MR {
@@ -120,11 +126,7 @@ fn relay_a<T: Tiles>(a: &[u32], kw: usize, panels: usize, i: usize, walk: &Walk,
                 if held == TILE {
                     T::transpose_block(from, to);
                 } else {
-                    for (q, words) in from.chunks_exact(MR).enumerate() {
-                        for (r, &w) in words.iter().enumerate() {
-                            to[r * TILE + q] = w;
-                        }
-                    }
+                    transpose_words(from, to);
                 }
             }
         }
