@@ -344,6 +344,9 @@ fn each_amx_instruction_computes_what_the_model_does() {
     }
 }
 
+/// What re-laying A into tiles costs against the product it feeds, at Kokoro's
+/// bf16 convolution shapes (an A of `rows` x `kw` words, `n` columns).
+#[cfg(target_arch = "x86_64")]
 #[test]
 #[ignore]
 fn timing_relay_against_product() {

@@ -204,6 +204,8 @@ pub(crate) unsafe fn gemm_bf16_shared(
             a, b, c, c_offset, ldc, accumulate, parallel, tiles,
         );
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = tiles; // only AMX keeps A re-laid
     let kp = pairs(a.k);
     for_each_block(m.div_ceil(MR), n.div_ceil(NR), parallel, |is, js| {
         for k0 in (0..kp.max(1)).step_by(KC) {

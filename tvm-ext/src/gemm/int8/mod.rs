@@ -314,6 +314,8 @@ unsafe fn gemm_walk(
             a, b, n, walk, signs, s, c, c_offset, ldc, accumulate, row_bias, parallel, isa, shared,
         );
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = shared; // only AMX keeps A re-laid
     let (m, kq) = (a.rows, a.k.div_ceil(4));
     for_each_block(m.div_ceil(MR), n.div_ceil(NR), parallel, |is, js| {
         for j in js {
