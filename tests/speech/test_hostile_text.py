@@ -94,14 +94,14 @@ def test_random_unicode_gets_a_plan_or_our_error_in_linear_time(speaker, lang):
     def check(pieces, continuing):
         text = "".join(pieces)
         options = {"first_chunk_tokens": None} if continuing else {}  # Wyoming's text after the first sentence
-        start = time.process_time()
+        start = time.thread_time()
         try:
             result = plan(speaker, text, lang, **options)
         except KokoroError as err:
             assert err.__cause__ is None, err  # not the last line of defence: the checks should have caught it
         else:
             assert result.chunks
-        assert time.process_time() - start < 1.0 + 2.0 * len(text) / 1000
+        assert time.thread_time() - start < 1.0 + 2.0 * len(text) / 1000
 
     plan(speaker, SAMPLES[lang], lang)  # load the language's G2P outside the timed examples
     check()
@@ -126,12 +126,12 @@ def test_long_hostile_text_takes_linear_time(speaker, lang):
     text = "".join(rng.choice(pool) if rng.random() < 0.3 else chr(rng.randrange(0x20, 0x30000)) for _ in range(1200))
     text = "".join(c for c in text if not 0xD800 <= ord(c) <= 0xDFFF)
     plan(speaker, SAMPLES[lang], lang)
-    start = time.process_time()
+    start = time.thread_time()
     try:
         plan(speaker, text, lang)
     except KokoroError:
         pass
-    assert time.process_time() - start < 2.0 * len(text) / 1000 + 0.5
+    assert time.thread_time() - start < 2.0 * len(text) / 1000 + 0.5
 
 
 # -- each case found by probing, by name ------------------------------------------------------------
@@ -186,10 +186,10 @@ def test_many_emoji_are_refused_quickly(speaker, lang, count):
     """10,000 emoji took 12.8 s in English (spaCy peels them off one word one at a time) and Japanese was
     cubic in a run of them (Cutlet's word grouping): both now cut long runs first."""
     plan(speaker, SAMPLES[lang], lang)
-    start = time.process_time()
+    start = time.thread_time()
     with pytest.raises(InvalidInputError, match="nothing to pronounce"):
         plan(speaker, "😀" * count, lang)
-    assert time.process_time() - start < 3.0
+    assert time.thread_time() - start < 3.0
 
 
 @pytest.mark.parametrize(
@@ -263,9 +263,9 @@ def test_doubling_the_text_doubles_the_alignment_work(monkeypatch):
         written, spoken = _pieces("fr-fr", FRENCH * copies + "Il a 1234 euros.")
         assert len(written) != len(spoken)
         calls.clear()
-        start = time.process_time()
+        start = time.thread_time()
         espeak._align("fr-fr", written, spoken)
-        return len(calls), time.process_time() - start
+        return len(calls), time.thread_time() - start
 
     work(1)  # own readings cached
     (single, single_time), (double, double_time) = work(20), work(40)

@@ -125,10 +125,10 @@ def test_a_switch_of_voice_reads_the_same_phonemes_as_that_voice_alone(speaker):
 
 def test_one_hundred_thousand_switches_are_refused_at_once(speaker):
     text = "a [voice:af_heart]b [voice:am_adam]" * 50_000
-    start = time.process_time()  # the work, not a loaded host's wall time
+    start = time.thread_time()  # the work, not a loaded host's wall time
     with pytest.raises(InvalidInputError, match=f"more than {MAX_SWITCHES} times"):
         speaker.plan(text, "af_heart")
-    assert time.process_time() - start < 2.0
+    assert time.thread_time() - start < 2.0
 
 
 @pytest.mark.model

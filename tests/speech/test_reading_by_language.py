@@ -129,7 +129,7 @@ def test_a_rewritten_token_stays_one_word_as_written(lang, text, token, spelled)
 def test_long_runs_are_read_in_linear_time(lang):
     """A rule that may start inside a run of digits (a unit after a number) scanned the run from every digit:
     20,000 nines took 30-56 s. Every rule starts where a run starts."""
-    start = time.process_time()
+    start = time.thread_time()
     for run in ["9" * 20000, "1-" * 5000, "a." * 5000, "1.000" * 3000, "x@" * 5000, "3–" * 5000, "9," * 5000]:
         normalize(run, lang)
-    assert time.process_time() - start < 2.0
+    assert time.thread_time() - start < 2.0

@@ -161,10 +161,10 @@ def test_a_stream_reads_each_piece_once():
 
     for text in ("." * 10_000, " " * 10_000, "[" + "a" * 9_999, "word " * 2_000):
         buffer = SentenceBuffer("a")
-        start = time.process_time()
+        start = time.thread_time()
         for c in text:
             buffer.add(c)
-        assert time.process_time() - start < 1.0, text[:10]
+        assert time.thread_time() - start < 1.0, text[:10]
         assert buffer.rest() == text or text.startswith("word")
 
 

@@ -82,10 +82,10 @@ def test_many_voice_tags_with_a_voices_directory_are_refused_within_a_second(tmp
         save_voice(tmp_path / f"mine{i}.npy", load_voice("af_heart"), {"language": "a"})
     add_voice_dir(tmp_path)
     for name in ("af_heart", "mine3"):
-        start = time.process_time()  # the work, not a loaded host's wall time
+        start = time.thread_time()  # the work, not a loaded host's wall time
         with pytest.raises(InvalidInputError, match="more than 10000 times"):
             parse_ssml("<speak>" + f'<voice name="{name}">a</voice>b' * 6_000 + "</speak>", "a")
-        assert time.process_time() - start < 1.0, name
+        assert time.thread_time() - start < 1.0, name
     save_voice(tmp_path / "late.npy", load_voice("bf_emma"), {"language": "b"})
     assert voice_language("late") == "b"
 
