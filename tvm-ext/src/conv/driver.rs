@@ -94,6 +94,20 @@ impl ConvTile<'_> {
         &self.x[(self.batch * cin + self.group * self.cin_g + c) * l..][..l]
     }
 
+    /// With stride 1, position `p` of the tile's input window reads input
+    /// column `t0 + p - pad_left`; of its first `span` positions, those inside
+    /// the input and the column the first of them reads.
+    pub fn window(&self, span: usize) -> (std::ops::Range<usize>, usize) {
+        let start = self.t0 as isize - self.cfg.pad_left as isize;
+        let (l, span) = (self.cfg.length as isize, span as isize);
+        let valid = (-start).clamp(0, span)..(l - start).clamp(0, span);
+        if valid.is_empty() {
+            return (0..0, 0);
+        }
+        let at = (start + valid.start) as usize;
+        (valid.start as usize..valid.end as usize, at)
+    }
+
     /// Row `r` of the tile's im2col block, `r = c * K + tap`.
     pub fn im2col_row(&self, r: usize, dst: &mut [f32]) {
         let k = self.cfg.kernel;

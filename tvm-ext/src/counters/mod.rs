@@ -128,16 +128,19 @@ pub enum Phase {
     WinogradTransforms,
     /// Transposed convolutions: scattering the product into the output (col2im).
     Col2im,
+    /// AMX: re-laying a call's packed weights into tiles.
+    AmxRelay,
 }
 
-const PHASES: [(Phase, &str); 4] = [
+const PHASES: [(Phase, &str); 5] = [
     (Phase::QuantizePack, "int8 quantize+pack activations"),
     (Phase::Bf16Pack, "bf16 round+pack activations"),
     (Phase::WinogradTransforms, "Winograd transforms"),
     (Phase::Col2im, "transposed conv col2im"),
+    (Phase::AmxRelay, "AMX re-lay of weights into tiles"),
 ];
 
-static PHASE_NS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+static PHASE_NS: [AtomicU64; PHASES.len()] = [const { AtomicU64::new(0) }; PHASES.len()];
 
 /// Times a phase until the guard drops (nothing when counting is off).
 #[inline]

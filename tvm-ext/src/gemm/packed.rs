@@ -69,6 +69,17 @@ impl<'a, const G: usize> PackedB<'a, G> {
     }
 }
 
+/// Where conv1d's packed inner index `l` comes from in torch's `[Cin/g, K]`
+/// (`c * K + tap`), `None` for a padding channel, for a packing of `G`
+/// elements per word. Both packings of conv1d's weights are tap-major,
+/// `l = tap * G * ceil(Cin/g / G) + c`: a word holds `G` channels of one tap,
+/// so the kernels read every tap of an input window packed once, at an offset.
+pub(crate) fn conv_inner<const G: usize>(l: usize, cin_g: usize, taps: usize) -> Option<usize> {
+    let per_tap = G * cin_g.div_ceil(G);
+    let (tap, c) = (l / per_tap, l % per_tap);
+    (c < cin_g).then_some(c * taps + tap)
+}
+
 /// The checks both GEMMs make before writing the row-major `m x n` block at
 /// `c_offset` of `c` (`ldc` elements per row) from operands `a` and `b`, whose
 /// inner dimension must agree and be at most `max_k`; `Ok(false)` when the

@@ -15,17 +15,24 @@
 //! Where bf16 is not native (its row of the precision table is the portable
 //! one), the weights are unpacked to f32 and the f32 kernels run.
 //!
-//! This file is bf16's steps in the tile driver (`conv/driver.rs`): conv1d packs
-//! each im2col tile straight into bf16 pairs (two rows at a time) and
-//! multiplies the packed weights by it; conv1d_transpose packs `x^T` per tile
+//! This file is bf16's steps in the tile driver (`conv/driver.rs`): conv1d
+//! rounds each tile's input window to bf16 pairs once (two channels at a time;
+//! the weights are tap-major, so every tap is an offset along it) and
+//! multiplies the packed weights by it; with a stride, the im2col rows. conv1d_transpose packs `x^T` per tile
 //! and multiplies it by its job's panels of packed weights.
 use tvm_ffi::Function;
 
 use super::driver::{packed_function, ConvPrecision, ConvTile, TransposeTile};
 use super::{Tuning, WeightKind};
+#[cfg(target_arch = "x86_64")]
+use crate::gemm::bf16::gemm_bf16_windowed;
 use crate::gemm::bf16::{
     as_u32, gemm_bf16_shared, isa, pack_pair, pairs, Bf16Gemm, PackedA, PackedB, MR, NR,
 };
+#[cfg(target_arch = "x86_64")]
+use crate::gemm::int8::Walk;
+#[cfg(target_arch = "x86_64")]
+use crate::isa::Isa;
 use crate::gemm::SharedMut;
 use crate::interface::{self, Interface};
 use crate::job::JobError;
@@ -49,12 +56,18 @@ impl ConvPrecision for Bf16Gemm {
     const CONV1D_TRANSPOSE: &'static Interface = &interface::CONV1D_TRANSPOSE_BF16;
     const WEIGHT_KIND: WeightKind = WeightKind::Bf16;
 
-    /// A packed tile holds a pair per column and pair of rows, so it is as
-    /// wide as an f32 tile of half the rows.
+    /// A packed tile holds a pair per column and pair of channels per tap, so
+    /// it is as wide as an f32 tile of half the rows.
     fn conv_depth(cin_g: usize, k: usize) -> usize {
-        pairs(cin_g * k)
+        k * pairs(cin_g)
     }
 
+    /// The weights are tap-major (`gemm/bf16/weights.rs`: a pair holds two
+    /// channels of one tap). With stride 1 the tile's input window is rounded
+    /// to bf16 once, one row of pairs per two channels; AMX reads each tap at
+    /// its offset `tap * dilation` along those rows, the other loops get the
+    /// panels copied out of them (a copy, not a rounding, per tap). Otherwise
+    /// each tap's im2col rows are rounded and packed in turn.
     unsafe fn conv_tile(
         w: &[u32],
         t: &ConvTile,
@@ -62,36 +75,96 @@ impl ConvPrecision for Bf16Gemm {
         out: SharedMut,
         parallel: bool,
     ) -> std::result::Result<(), JobError> {
-        let (tn, kc) = (t.tn, t.cin_g * t.cfg.kernel);
-        let kp = pairs(kc);
-        let a_len = PackedA::len(t.cout_g, kc);
-        let b_len = PackedB::len(kc, tn);
-        scratch.set_len(b_len + 2 * tn);
-        let (packed, rows) = scratch.split_at_mut(b_len);
-        let packed = as_u32(packed);
-        let (lo, hi) = rows.split_at_mut(tn);
-        // im2col rows 2q and 2q + 1, straight into pair q of the packed tile.
-        let pack_timer = crate::counters::phase(crate::counters::Phase::Bf16Pack);
-        for q in 0..kp {
-            t.im2col_row(2 * q, lo);
-            let has_hi = 2 * q + 1 < kc;
-            if has_hi {
-                t.im2col_row(2 * q + 1, hi);
-            }
-            pack_pair(lo, has_hi.then_some(&*hi), q, kp, NR, packed)?;
-        }
-        drop(pack_timer);
+        let (cfg, k, tn, cin_g) = (t.cfg, t.cfg.kernel, t.tn, t.cin_g);
+        let (cp, isa) = (pairs(cin_g), isa());
+        let kp = k * cp;
+        let a_len = PackedA::len(t.cout_g, 2 * kp);
         let a = PackedA {
             data: &w[t.group * a_len..][..a_len],
             rows: t.cout_g,
-            k: kc,
+            k: 2 * kp,
         };
+        let windowed = cfg.stride == 1;
+        #[cfg(target_arch = "x86_64")]
+        let tiles_read_window = windowed && isa == Isa::AmxBf16;
+        #[cfg(not(target_arch = "x86_64"))]
+        let tiles_read_window = false;
+        // A window row: every panel's NR columns at every tap's offset.
+        let row_len = if windowed {
+            (tn.next_multiple_of(NR) + (k - 1) * cfg.dilation).next_multiple_of(NR)
+        } else {
+            tn
+        };
+        let window_len = if windowed { cp * row_len } else { 0 };
+        let b_len = if tiles_read_window { 0 } else { PackedB::len(2 * kp, tn) };
+        scratch.set_len(window_len + b_len + 2 * row_len);
+        let (window, rest) = scratch.split_at_mut(window_len);
+        let (packed, rows) = rest.split_at_mut(b_len);
+        let (window, packed) = (as_u32(window), as_u32(packed));
+        let (lo, hi) = rows.split_at_mut(row_len);
+        let pack_timer = crate::counters::phase(crate::counters::Phase::Bf16Pack);
+        if windowed {
+            let (valid, at) = t.window(tn + (k - 1) * cfg.dilation);
+            for (q, dst) in window.chunks_exact_mut(row_len).enumerate() {
+                let has_hi = 2 * q + 1 < cin_g;
+                for (c, row) in [(2 * q, &mut *lo), (2 * q + 1, &mut *hi)] {
+                    row.fill(0.0);
+                    if c < cin_g && !valid.is_empty() {
+                        row[valid.clone()].copy_from_slice(&t.x_row(c)[at..at + valid.len()]);
+                    }
+                }
+                pack_pair(lo, has_hi.then_some(&*hi), 0, 1, NR, dst)?;
+            }
+            if !tiles_read_window {
+                // Pair (tap, q) of panel p: window row q from column p * NR + tap * dilation.
+                for (p, panel) in packed.chunks_exact_mut(kp * NR).enumerate() {
+                    for (pair, dst) in panel.chunks_exact_mut(NR).enumerate() {
+                        let (tap, q) = (pair / cp, pair % cp);
+                        let from = q * row_len + p * NR + tap * cfg.dilation;
+                        dst.copy_from_slice(&window[from..from + NR]);
+                    }
+                }
+            }
+        } else {
+            for pair in 0..kp {
+                let (tap, q) = (pair / cp, pair % cp);
+                t.im2col_row(2 * q * k + tap, lo);
+                let has_hi = 2 * q + 1 < cin_g;
+                if has_hi {
+                    t.im2col_row((2 * q + 1) * k + tap, hi);
+                }
+                pack_pair(lo, has_hi.then_some(&*hi), pair, kp, NR, packed)?;
+            }
+        }
+        drop(pack_timer);
+        let accumulate = t.bias.is_some();
+        #[cfg(target_arch = "x86_64")]
+        if tiles_read_window {
+            let walk = Walk {
+                panel_step: NR,
+                taps: k,
+                per_tap: cp,
+                tap_step: cfg.dilation,
+                quad_step: row_len,
+            };
+            return gemm_bf16_windowed(
+                a,
+                window,
+                tn,
+                walk,
+                out,
+                t.row0,
+                t.lout,
+                accumulate,
+                parallel,
+                Some(t.relayed),
+            );
+        }
         let bt = PackedB {
             data: packed,
             cols: tn,
-            k: kc,
+            k: 2 * kp,
         };
-        let accumulate = t.bias.is_some();
         gemm_bf16_shared(
             a,
             bt,
@@ -100,7 +173,7 @@ impl ConvPrecision for Bf16Gemm {
             t.lout,
             accumulate,
             parallel,
-            isa(),
+            isa,
             Some(t.relayed),
         )
     }

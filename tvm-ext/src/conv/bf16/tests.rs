@@ -5,7 +5,7 @@ use crate::conv::{conv1d_forward, conv1d_transpose_forward};
 use crate::gemm::bf16::packed_shape;
 use crate::gemm::bf16::testing::{assert_close, pack, packed, rounded};
 use crate::gemm::bf16::Kind;
-use crate::gemm::bf16::{pack_a, pack_b};
+use crate::gemm::bf16::{pack_b, pack_conv1d};
 use crate::gemm::threads;
 use crate::precision::Precision;
 use crate::tensor::testing::{cpu_seconds, Owned, Rng, PROCESS_CPU};
@@ -249,7 +249,7 @@ fn conv1d_bf16_rejects_unpacked_and_mispacked_weights() {
     let mut wrong = pack("conv1d", 1, &[0.5; 24], &[4, 3, 2]);
     let m = call(&[x.view(), wrong.view(), o.view()]);
     assert!(
-        m.contains("conv1d_bf16: w: expected shape [1, 1, 5, 8, 2], got [1, 1, 3, 8, 2]"),
+        m.contains("conv1d_bf16: w: expected shape [1, 1, 6, 8, 2], got [1, 1, 4, 8, 2]"),
         "{m}"
     );
     assert!(m.contains("pack_bf16"), "{m}");
@@ -383,7 +383,7 @@ fn bench_bf16_conv() {
         if transpose {
             pack_b(cin, cout * k, |ci, j| w[ci * cout * k + j], &mut packed).unwrap();
         } else {
-            pack_a(cout, cin * k, |o, r| w[o * cin * k + r], &mut packed).unwrap();
+            pack_conv1d(&w, cin, k, &mut packed).unwrap();
         }
         let mut out = vec![0.0f32; cout * lout];
         let flops = 2.0 * (cin * cout * k) as f64 * if transpose { l } else { lout } as f64;

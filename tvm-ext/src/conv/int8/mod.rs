@@ -89,7 +89,6 @@ impl ConvPrecision for Int8Gemm {
         parallel: bool,
     ) -> std::result::Result<(), JobError> {
         let (cfg, k, tn, t0, cin_g) = (t.cfg, t.cfg.kernel, t.tn, t.t0, t.cin_g);
-        let l = cfg.length;
         let cq = quads(cin_g);
         // The last panel reads NR columns: the rows are that long (and the
         // columns past `tn` are never stored).
@@ -130,11 +129,7 @@ impl ConvPrecision for Int8Gemm {
         fill_affine(quant, tn, col_scale, col_off);
         // What the padding (0.0) quantizes to.
         let zero = quant.zero as u8;
-        // Row position p of the window is input column t0 + p - pad_left.
-        let start = t0 as isize - cfg.pad_left as isize;
-        let span = tn + (k - 1) * cfg.dilation;
-        let valid = (-start).clamp(0, span as isize) as usize
-            ..(l as isize - start).clamp(0, span as isize) as usize;
+        let (valid, at) = t.window(tn + (k - 1) * cfg.dilation);
         for tap in 0..if window { 1 } else { k } {
             // One quantized row of bytes per channel (the padding channels' zero).
             for (c, dst) in quantized.chunks_exact_mut(row_len).enumerate() {
@@ -142,8 +137,7 @@ impl ConvPrecision for Int8Gemm {
                     dst.fill(0);
                 } else if window {
                     dst.fill(zero);
-                    if valid.start < valid.end {
-                        let at = (start + valid.start as isize) as usize;
+                    if !valid.is_empty() {
                         let src = &t.x_row(c)[at..at + valid.len()];
                         quantize_row(src, quant, &mut dst[valid.clone()]);
                     }

@@ -136,6 +136,7 @@ fn relay_a<T: Tiles>(a: &[u32], kw: usize, panels: usize, i: usize, walk: &Walk,
 /// All of A (`rows` rows in [`MR`]-row panels of `walk.taps * walk.per_tap`
 /// words, checked to be inside `a`) as A tiles, row block after row block.
 fn relay<T: Tiles>(a: &[u32], rows: usize, walk: &Walk, parallel: bool) -> Vec<u32> {
+    let _timer = crate::counters::phase(crate::counters::Phase::AmxRelay);
     let (kw, panels, words) = (
         walk.taps * walk.per_tap,
         rows.div_ceil(MR),

@@ -39,7 +39,11 @@ use tvm_ffi::TensorView;
 
 #[cfg(any(target_arch = "x86_64", test))]
 use crate::gemm::amx;
-use crate::gemm::packed::{self, check_operands, for_each_block};
+#[cfg(any(target_arch = "x86_64", test))]
+use crate::gemm::int8::Walk;
+#[cfg(target_arch = "x86_64")]
+use crate::gemm::packed::check_block;
+use crate::gemm::packed::{self, check_operands, conv_inner, for_each_block};
 use crate::gemm::{Relayed, SharedMut};
 use crate::isa::Isa;
 use crate::job::JobError;
@@ -60,6 +64,8 @@ pub(crate) use pack::{
     as_u32, pack_a, pack_b, pack_pair, unpack_a_into, unpack_b_into, PackedA, PackedB,
 };
 pub use pack::{from_bf16, pairs, round_bf16, to_bf16};
+#[cfg(test)]
+pub(crate) use weights::pack_conv1d;
 pub(crate) use weights::packed_weights;
 pub use weights::{pack_function, packed_shape};
 
@@ -105,21 +111,33 @@ impl Precision for Bf16Gemm {
     fn unpack_f32(w: &[u32], kind: Kind, groups: usize, w_shape: &[usize], dst: &mut [f32]) {
         let (rows, cols, is_a) = operand(kind, groups, w_shape);
         let packed = w.chunks_exact(per_group(kind, rows, cols).max(1));
-        for (p, f32_w) in packed.zip(dst.chunks_exact_mut((rows * cols).max(1))) {
-            if is_a {
-                unpack_a_into(p, rows, cols, f32_w)
-            } else {
-                unpack_b_into(p, rows, cols, f32_w)
+        let group_len = w_shape.iter().product::<usize>() / groups.max(1);
+        let mut tap_major = vec![0.0f32; if is_a { rows * cols } else { 0 }];
+        for (p, f32_w) in packed.zip(dst.chunks_exact_mut(group_len.max(1))) {
+            if !is_a {
+                unpack_b_into(p, rows, cols, f32_w);
+                continue;
+            }
+            // conv1d's operand is tap-major (`weights.rs`): back to torch's (c, tap).
+            unpack_a_into(p, rows, cols, &mut tap_major);
+            let (cin_g, taps) = (w_shape[1], w_shape[2]);
+            for (o, row) in tap_major.chunks_exact(cols.max(1)).enumerate() {
+                for (l, &v) in row.iter().enumerate() {
+                    if let Some(i) = conv_inner::<2>(l, cin_g, taps) {
+                        f32_w[o * cin_g * taps + i] = v;
+                    }
+                }
             }
         }
     }
 }
 
 /// One group's operand of `kind`'s weights (torch's shape `w_shape`): its rows
-/// and columns, and whether it is A (conv1d's) rather than B.
+/// and columns, and whether it is A (conv1d's, its inner dimension tap-major
+/// with each tap's channels padded to pairs) rather than B.
 fn operand(kind: Kind, groups: usize, w_shape: &[usize]) -> (usize, usize, bool) {
     match (kind, w_shape) {
-        (Kind::Conv1d, &[cout, cin_g, k]) => (cout / groups, cin_g * k, true),
+        (Kind::Conv1d, &[cout, cin_g, k]) => (cout / groups, 2 * k * pairs(cin_g), true),
         (Kind::Conv1dTranspose, &[cin, cout_g, k]) => (cin / groups, cout_g * k, false),
         (Kind::Matmul, &[k, n]) => (k, n, false),
         _ => (0, 0, false),
@@ -229,7 +247,7 @@ pub(crate) unsafe fn gemm_bf16_shared(
 }
 
 /// [`gemm_bf16_shared`] on AMX-style tiles (`T`: the CPU's, or the plain-Rust
-/// model in tests): the shared tile loop (`gemm/amx/`), the f32 sums added or stored.
+/// model in tests).
 ///
 /// # Safety
 /// As [`gemm_bf16_shared`], the operands checked; `T` runs on this CPU.
@@ -245,12 +263,74 @@ pub(crate) unsafe fn gemm_tiles<T: amx::Tiles + Default>(
     parallel: bool,
     tiles: Option<&Relayed>,
 ) -> Result<(), JobError> {
-    let (m, n, kp) = (a.rows, b.cols, pairs(a.k));
-    let walk = crate::gemm::int8::Walk::panels(kp);
+    let walk = Walk::panels(pairs(a.k));
+    gemm_walk_tiles::<T>(
+        a, b.data, b.cols, walk, c, c_offset, ldc, accumulate, parallel, tiles,
+    )
+}
+
+/// `C = (accumulate ? C : 0) + A × B` on AMX, B's `cols` columns read through
+/// `walk` from `b` (a stride-1 convolution's input window, packed once per
+/// tile: one row of pairs of channels, its taps offsets along the row; A's
+/// pairs tap-major as conv1d's weights are). Only for AMX: the other bf16
+/// loops read [`PackedB`] panels.
+///
+/// # Safety
+/// As [`gemm_bf16_shared`]; the CPU has AMX-BF16.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn gemm_bf16_windowed(
+    a: PackedA,
+    b: &[u32],
+    cols: usize,
+    walk: Walk,
+    c: SharedMut,
+    c_offset: usize,
+    ldc: usize,
+    accumulate: bool,
+    parallel: bool,
+    tiles: Option<&Relayed>,
+) -> Result<(), JobError> {
+    walk.check_window(b.len(), cols, pairs(a.k), "pairs")?;
+    if a.data.len() != PackedA::len(a.rows, a.k) {
+        return Err(JobError::new(format!(
+            "a packed operand of {} elements does not hold {}x{}",
+            a.data.len(),
+            a.rows,
+            a.k
+        )));
+    }
+    if !check_block(a.rows, cols, &c, c_offset, ldc)? {
+        return Ok(());
+    }
+    gemm_walk_tiles::<amx::x86::Hardware>(
+        a, b, cols, walk, c, c_offset, ldc, accumulate, parallel, tiles,
+    )
+}
+
+/// The tile loop of both (`gemm/amx/`), the f32 sums added or stored.
+///
+/// # Safety
+/// As [`gemm_bf16_shared`], the operands checked; `T` runs on this CPU.
+#[cfg(any(target_arch = "x86_64", test))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn gemm_walk_tiles<T: amx::Tiles + Default>(
+    a: PackedA,
+    b: &[u32],
+    n: usize,
+    walk: Walk,
+    c: SharedMut,
+    c_offset: usize,
+    ldc: usize,
+    accumulate: bool,
+    parallel: bool,
+    tiles: Option<&Relayed>,
+) -> Result<(), JobError> {
+    let m = a.rows;
     amx::gemm::<T>(
         a.data,
         m,
-        b.data,
+        b,
         n,
         walk,
         amx::Dot::Bf16,

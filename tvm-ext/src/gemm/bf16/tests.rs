@@ -254,17 +254,12 @@ fn random_calls_through_the_registry_match_the_reference_and_bad_ones_name_the_a
             .map(|p| p[0].0 as u32 | (p[1].0 as u32) << 16)
             .collect();
         let mut got = vec![f32::NAN; w.len()];
-        let (per_group, group_len) = (pairs.len() / groups, w.len() / groups);
-        for (p, dst) in pairs
-            .chunks_exact(per_group)
-            .zip(got.chunks_exact_mut(group_len))
-        {
-            match kind {
-                "conv1d" => unpack_a_into(p, shape[0] / groups, shape[1] * shape[2], dst),
-                "conv1d_transpose" => unpack_b_into(p, shape[0] / groups, shape[1] * shape[2], dst),
-                _ => unpack_b_into(p, shape[0], shape[1], dst),
-            }
-        }
+        let kind_of = match kind {
+            "conv1d" => Kind::Conv1d,
+            "conv1d_transpose" => Kind::Conv1dTranspose,
+            _ => Kind::Matmul,
+        };
+        Bf16Gemm::unpack_f32(&pairs, kind_of, groups, &shape, &mut got);
         assert_eq!(got, rounded(&w), "{kind} {shape:?}, {groups} groups");
     }
     // bf16_native takes no arguments.

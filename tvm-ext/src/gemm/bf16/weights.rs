@@ -4,7 +4,8 @@
 //! ```text
 //! kokoro_tvm_ext.pack_bf16(kind: "conv1d" | "conv1d_transpose" | "matmul", groups >= 1,
 //!                          w: float32) -> bfloat16 tensor, the packed operand per group:
-//!   conv1d            w [Cout, Cin/g, K] -> [g, ceil(Cout/g / MR), ceil(Cin/g*K / 2), MR, 2]
+//!   conv1d            w [Cout, Cin/g, K] -> [g, ceil(Cout/g / MR), K*ceil(Cin/g / 2), MR, 2]
+//!                     tap-major: a pair holds two channels of one tap (zero past the last)
 //!   conv1d_transpose  w [Cin, Cout/g, K] -> [g, ceil(Cout/g*K / NR), ceil(Cin/g / 2), NR, 2]
 //!   matmul            w [K, N]           -> [1, ceil(N / NR), ceil(K / 2), NR, 2]   (groups = 1)
 //! ```
@@ -17,9 +18,9 @@ use std::borrow::Cow;
 use tvm_ffi::{bail, Any, AnyView, Function, Result, Tensor, TensorView, VALUE_ERROR};
 
 use super::{pack_a, pack_b, pairs, Kind, MR, NR};
-use crate::gemm::packed::{as_words, pack_args, PackArgs};
+use crate::gemm::packed::{as_words, conv_inner, pack_args, PackArgs};
 use crate::interface;
-use crate::job::internal;
+use crate::job::{internal, JobError};
 use crate::tensor::{expect_shape, input, Bf16};
 
 /// The registered `kokoro_tvm_ext.pack_bf16`.
@@ -30,7 +31,7 @@ pub fn pack_function() -> Function {
 /// The packed shape of weights `w_shape` (torch's layout) for `kind`.
 pub fn packed_shape(kind: Kind, groups: usize, w_shape: &[usize]) -> Vec<i64> {
     let (panels, kp, width) = match (kind, w_shape) {
-        (Kind::Conv1d, &[cout, cin_g, k]) => ((cout / groups).div_ceil(MR), pairs(cin_g * k), MR),
+        (Kind::Conv1d, &[cout, cin_g, k]) => ((cout / groups).div_ceil(MR), k * pairs(cin_g), MR),
         (Kind::Conv1dTranspose, &[cin, cout_g, k]) => {
             ((cout_g * k).div_ceil(NR), pairs(cin / groups), NR)
         }
@@ -54,10 +55,8 @@ fn pack_packed(args: &[AnyView]) -> Result<Tensor> {
     for (gi, dst) in packed.chunks_exact_mut(per_group).enumerate() {
         let r = match kind {
             Kind::Conv1d => {
-                // Rows: the group's output channels; inner: (c, tap).
                 let (cout_g, kc) = (ws[0] / groups, ws[1] * ws[2]);
-                let w = &wd[gi * cout_g * kc..][..cout_g * kc];
-                pack_a(cout_g, kc, |o, r| w[o * kc + r], dst)
+                pack_conv1d(&wd[gi * cout_g * kc..][..cout_g * kc], ws[1], ws[2], dst)
             }
             Kind::Conv1dTranspose => {
                 // Inner: the group's input channels; columns: (o, tap).
@@ -75,6 +74,20 @@ fn pack_packed(args: &[AnyView]) -> Result<Tensor> {
         .flat_map(|&p| [Bf16(p as u16), Bf16((p >> 16) as u16)])
         .collect();
     Tensor::from_slice(&halves, &shape)
+}
+
+/// One group of conv1d's weights (`[Cout/g, Cin/g, K]`, torch's layout) as
+/// its A operand: rows the output channels, the inner dimension (tap, c), as
+/// int8's ([`conv_inner`]).
+pub(crate) fn pack_conv1d(
+    w: &[f32],
+    cin_g: usize,
+    taps: usize,
+    dst: &mut [u32],
+) -> std::result::Result<(), JobError> {
+    let kc = cin_g * taps;
+    let at = |o: usize, l: usize| conv_inner::<2>(l, cin_g, taps).map_or(0.0, |i| w[o * kc + i]);
+    pack_a(w.len() / kc.max(1), 2 * taps * pairs(cin_g), at, dst)
 }
 
 /// The packed weights of a call as `u32` pairs, after checking their shape.

@@ -205,6 +205,31 @@ impl Walk {
         }
     }
 
+    /// That a window of `len` words holds `cols` columns read through this walk
+    /// (the last panel reads [`NR`] columns, the ones past `cols` are not stored),
+    /// against A's `words` of K (`what`: quads or pairs).
+    pub(crate) fn check_window(
+        &self,
+        len: usize,
+        cols: usize,
+        words: usize,
+        what: &str,
+    ) -> Result<(), JobError> {
+        let kw = self.taps * self.per_tap;
+        if self.taps == 0 || self.per_tap == 0 || words != kw {
+            return Err(JobError::new(format!(
+                "{words} {what} of A against {kw} of B"
+            )));
+        }
+        let panels = cols.div_ceil(NR);
+        if panels > 0 && (panels - 1) * self.panel_step + self.reach() > len {
+            return Err(JobError::new(format!(
+                "a window of {len} words holds no {cols} columns read as {self:?}"
+            )));
+        }
+        Ok(())
+    }
+
     /// Words from a panel's start to one past its last quad's last word
     /// (none without quads: an empty inner dimension reads nothing).
     pub(crate) fn reach(&self) -> usize {
@@ -238,22 +263,8 @@ pub(crate) unsafe fn gemm_int8_windowed(
     isa: Isa,
     shared: Option<&Relayed>,
 ) -> Result<(), JobError> {
-    let (m, kq) = (a.rows, walk.taps * walk.per_tap);
-    if walk.taps == 0 || walk.per_tap == 0 || a.k.div_ceil(4) != kq {
-        return Err(JobError::new(format!(
-            "{} quads of A against {kq} of B",
-            a.k.div_ceil(4)
-        )));
-    }
-    // Every panel's quads inside `b` (the last panel reads NR columns, the
-    // ones past `cols` are not stored).
-    let panels = cols.div_ceil(NR);
-    if panels > 0 && (panels - 1) * walk.panel_step + walk.reach() > b.len() {
-        return Err(JobError::new(format!(
-            "a window of {} words holds no {cols} columns read as {walk:?}",
-            b.len()
-        )));
-    }
+    let m = a.rows;
+    walk.check_window(b.len(), cols, a.k.div_ceil(4), "quads")?;
     if a.data.len() != PackedA::len(m, a.k) {
         return Err(JobError::new(format!(
             "a packed operand of {} elements does not hold {m}x{}",

@@ -27,7 +27,7 @@ use std::borrow::Cow;
 use tvm_ffi::{bail, ensure, Any, AnyView, Function, Result, Tensor, TensorView, VALUE_ERROR};
 
 use super::{quads, Affine, Kind, PackedA, PackedB, MAX_K, MR, NR};
-use crate::gemm::packed::{as_words, pack_args, PackArgs};
+use crate::gemm::packed::{as_words, conv_inner, pack_args, PackArgs};
 use crate::interface;
 use crate::tensor::{expect_shape, input};
 
@@ -46,15 +46,6 @@ fn operand(kind: Kind, groups: usize, w_shape: &[usize]) -> (usize, usize, usize
         (Kind::Matmul, &[k, n]) => (k, n, 1),
         _ => (0, 0, 1),
     }
-}
-
-/// Where conv1d's packed inner index `l` comes from in torch's `[Cin/g, K]`
-/// (`c * K + tap`), `None` for a padding channel. The packed order is
-/// `l = tap * 4 * quads(Cin/g) + c`: a quad holds four channels of one tap,
-/// so the kernel reads every tap of an input window packed once, at an offset.
-fn conv_inner(l: usize, cin_g: usize, taps: usize) -> Option<usize> {
-    let (tap, c) = (l / (4 * quads(cin_g)), l % (4 * quads(cin_g)));
-    (c < cin_g).then_some(c * taps + tap)
 }
 
 /// `(P, C)`: words of packed panels and channels of one group, for weights
@@ -97,7 +88,7 @@ fn pack_packed(args: &[AnyView]) -> Result<Tensor> {
         // Element (l, j) of the group's operand: conv1d's rows are output
         // channels (j = o, l = (tap, c)); the others' rows are inner (j = column).
         let at = |l: usize, j: usize| match kind {
-            Kind::Conv1d => conv_inner(l, ws[1], ws[2]).map_or(0.0, |i| g[j * ws[1] * ws[2] + i]),
+            Kind::Conv1d => conv_inner::<4>(l, ws[1], ws[2]).map_or(0.0, |i| g[j * ws[1] * ws[2] + i]),
             _ => g[l * n + j],
         };
         let (panels, rest) = dst.split_at_mut(p);
@@ -244,7 +235,7 @@ pub(crate) fn dequantize_into(
                 match kind {
                     Kind::Conv1d => {
                         let (cin_g, taps) = (w_shape[1], w_shape[2]);
-                        if let Some(i) = conv_inner(l, cin_g, taps) {
+                        if let Some(i) = conv_inner::<4>(l, cin_g, taps) {
                             dst[j * cin_g * taps + i] = v;
                         }
                     }
