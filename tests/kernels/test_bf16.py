@@ -97,7 +97,8 @@ def test_bf16_kernels_match_torch(compiled, rng, length):
 
 @needs_bf16
 def test_packer_and_kernel_errors_reach_python():
-    assert_packer_and_kernel_errors_reach_python("bf16", "bfloat16", (1, 1, 3, 8, 2), r"\[1, 1, 5, 8, 2\]")
+    # Tap-major pairs: 2 taps x 2 pairs of 3 channels (the fourth zero); 3 taps need 6.
+    assert_packer_and_kernel_errors_reach_python("bf16", "bfloat16", (1, 1, 4, 8, 2), r"\[1, 1, 6, 8, 2\]")
 
 
 FALLBACK = """
