@@ -31,10 +31,10 @@ use crate::gemm::bf16::{
 };
 #[cfg(target_arch = "x86_64")]
 use crate::gemm::int8::Walk;
-#[cfg(target_arch = "x86_64")]
-use crate::isa::Isa;
 use crate::gemm::SharedMut;
 use crate::interface::{self, Interface};
+#[cfg(target_arch = "x86_64")]
+use crate::isa::Isa;
 use crate::job::JobError;
 use crate::scratch::Scratch;
 
@@ -96,7 +96,11 @@ impl ConvPrecision for Bf16Gemm {
             tn
         };
         let window_len = if windowed { cp * row_len } else { 0 };
-        let b_len = if tiles_read_window { 0 } else { PackedB::len(2 * kp, tn) };
+        let b_len = if tiles_read_window {
+            0
+        } else {
+            PackedB::len(2 * kp, tn)
+        };
         scratch.set_len(window_len + b_len + 2 * row_len);
         let (window, rest) = scratch.split_at_mut(window_len);
         let (packed, rows) = rest.split_at_mut(b_len);

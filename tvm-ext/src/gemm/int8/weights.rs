@@ -88,7 +88,9 @@ fn pack_packed(args: &[AnyView]) -> Result<Tensor> {
         // Element (l, j) of the group's operand: conv1d's rows are output
         // channels (j = o, l = (tap, c)); the others' rows are inner (j = column).
         let at = |l: usize, j: usize| match kind {
-            Kind::Conv1d => conv_inner::<4>(l, ws[1], ws[2]).map_or(0.0, |i| g[j * ws[1] * ws[2] + i]),
+            Kind::Conv1d => {
+                conv_inner::<4>(l, ws[1], ws[2]).map_or(0.0, |i| g[j * ws[1] * ws[2] + i])
+            }
             _ => g[l * n + j],
         };
         let (panels, rest) = dst.split_at_mut(p);
