@@ -25,7 +25,9 @@ use tvm_ffi::Function;
 use super::driver::{packed_function, ConvPrecision, ConvTile, TransposeTile};
 use super::{Tuning, WeightKind};
 #[cfg(target_arch = "x86_64")]
-use crate::gemm::bf16::gemm_bf16_windowed;
+use crate::gemm::amx::x86::Hardware;
+#[cfg(target_arch = "x86_64")]
+use crate::gemm::bf16::gemm_walk_tiles;
 use crate::gemm::bf16::{
     as_u32, gemm_bf16_shared, isa, pack_pair, pairs, Bf16Gemm, PackedA, PackedB, MR, NR,
 };
@@ -151,7 +153,7 @@ impl ConvPrecision for Bf16Gemm {
                 tap_step: cfg.dilation,
                 quad_step: row_len,
             };
-            return gemm_bf16_windowed(
+            return gemm_walk_tiles::<Hardware>(
                 a,
                 window,
                 tn,

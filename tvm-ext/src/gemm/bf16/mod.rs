@@ -41,7 +41,7 @@ use tvm_ffi::TensorView;
 use crate::gemm::amx;
 #[cfg(any(target_arch = "x86_64", test))]
 use crate::gemm::int8::Walk;
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", test))]
 use crate::gemm::packed::check_block;
 use crate::gemm::packed::{self, check_operands, conv_inner, for_each_block};
 use crate::gemm::{Relayed, SharedMut};
@@ -269,49 +269,14 @@ pub(crate) unsafe fn gemm_tiles<T: amx::Tiles + Default>(
     )
 }
 
-/// `C = (accumulate ? C : 0) + A × B` on AMX, B's `cols` columns read through
-/// `walk` from `b` (a stride-1 convolution's input window, packed once per
-/// tile: one row of pairs of channels, its taps offsets along the row; A's
-/// pairs tap-major as conv1d's weights are). Only for AMX: the other bf16
-/// loops read [`PackedB`] panels.
+/// `C = (accumulate ? C : 0) + A × B` on AMX-style tiles (`gemm/amx/`), B's
+/// `n` columns read through `walk` from `b`: [`PackedB`] panels, or a stride-1
+/// convolution's input window packed once per tile (one row of pairs of
+/// channels, its taps offsets along the row; A's pairs tap-major, as conv1d's
+/// weights are). The other bf16 loops read panels only.
 ///
 /// # Safety
-/// As [`gemm_bf16_shared`]; the CPU has AMX-BF16.
-#[cfg(target_arch = "x86_64")]
-#[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn gemm_bf16_windowed(
-    a: PackedA,
-    b: &[u32],
-    cols: usize,
-    walk: Walk,
-    c: SharedMut,
-    c_offset: usize,
-    ldc: usize,
-    accumulate: bool,
-    parallel: bool,
-    tiles: Option<&Relayed>,
-) -> Result<(), JobError> {
-    walk.check_window(b.len(), cols, pairs(a.k), "pairs")?;
-    if a.data.len() != PackedA::len(a.rows, a.k) {
-        return Err(JobError::new(format!(
-            "a packed operand of {} elements does not hold {}x{}",
-            a.data.len(),
-            a.rows,
-            a.k
-        )));
-    }
-    if !check_block(a.rows, cols, &c, c_offset, ldc)? {
-        return Ok(());
-    }
-    gemm_walk_tiles::<amx::x86::Hardware>(
-        a, b, cols, walk, c, c_offset, ldc, accumulate, parallel, tiles,
-    )
-}
-
-/// The tile loop of both (`gemm/amx/`), the f32 sums added or stored.
-///
-/// # Safety
-/// As [`gemm_bf16_shared`], the operands checked; `T` runs on this CPU.
+/// As [`gemm_bf16_shared`]; `T` runs on this CPU.
 #[cfg(any(target_arch = "x86_64", test))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn gemm_walk_tiles<T: amx::Tiles + Default>(
@@ -326,6 +291,10 @@ pub(crate) unsafe fn gemm_walk_tiles<T: amx::Tiles + Default>(
     parallel: bool,
     tiles: Option<&Relayed>,
 ) -> Result<(), JobError> {
+    walk.check_window(&a, b.len(), n)?;
+    if !check_block(a.rows, n, &c, c_offset, ldc)? {
+        return Ok(());
+    }
     let m = a.rows;
     amx::gemm::<T>(
         a.data,

@@ -205,20 +205,27 @@ impl Walk {
         }
     }
 
-    /// That a window of `len` words holds `cols` columns read through this walk
-    /// (the last panel reads [`NR`] columns, the ones past `cols` are not stored),
-    /// against A's `words` of K (`what`: quads or pairs).
-    pub(crate) fn check_window(
+    /// That `a` is whole and its words of K are this walk's, and that a window
+    /// of `len` words holds `cols` columns read through it (the last panel
+    /// reads [`NR`] columns, the ones past `cols` are not stored).
+    pub(crate) fn check_window<const G: usize>(
         &self,
+        a: &packed::PackedA<G>,
         len: usize,
         cols: usize,
-        words: usize,
-        what: &str,
     ) -> Result<(), JobError> {
-        let kw = self.taps * self.per_tap;
-        if self.taps == 0 || self.per_tap == 0 || words != kw {
+        let (words, kw) = (a.k.div_ceil(G), self.taps * self.per_tap);
+        if words != kw {
             return Err(JobError::new(format!(
-                "{words} {what} of A against {kw} of B"
+                "{words} words of A against {kw} of B"
+            )));
+        }
+        if a.data.len() != packed::PackedA::<G>::len(a.rows, a.k) {
+            return Err(JobError::new(format!(
+                "a packed operand of {} elements does not hold {}x{}",
+                a.data.len(),
+                a.rows,
+                a.k
             )));
         }
         let panels = cols.div_ceil(NR);
@@ -264,14 +271,7 @@ pub(crate) unsafe fn gemm_int8_windowed(
     shared: Option<&Relayed>,
 ) -> Result<(), JobError> {
     let m = a.rows;
-    walk.check_window(b.len(), cols, a.k.div_ceil(4), "quads")?;
-    if a.data.len() != PackedA::len(m, a.k) {
-        return Err(JobError::new(format!(
-            "a packed operand of {} elements does not hold {m}x{}",
-            a.data.len(),
-            a.k
-        )));
-    }
+    walk.check_window(&a, b.len(), cols)?;
     check_scales(&s, m, cols)?;
     if row_bias.is_some_and(|b| b.len() < m) {
         return Err(JobError::new(format!("a bias for fewer than {m} rows")));
