@@ -17,9 +17,10 @@
 //!
 //! This file is bf16's steps in the tile driver (`conv/driver.rs`): conv1d
 //! rounds each tile's input window to bf16 pairs once (two channels at a time;
-//! the weights are tap-major, so every tap is an offset along it) and
-//! multiplies the packed weights by it; with a stride, the im2col rows. conv1d_transpose packs `x^T` per tile
-//! and multiplies it by its job's panels of packed weights.
+//! the weights are tap-major, so every tap is an offset along it), or with a
+//! stride its im2col rows, and multiplies the packed weights by it;
+//! conv1d_transpose packs `x^T` per tile and multiplies it by its job's panels
+//! of packed weights.
 use tvm_ffi::Function;
 
 use super::driver::{packed_function, ConvPrecision, ConvTile, TransposeTile};
